@@ -1,0 +1,182 @@
+// circlerope — multimodal 3-axis rotary positions (SPEC 1–3).
+//
+// A row of tokens becomes positions on three axes (temporal, height, width):
+//
+//   text   text   [vision_start] [img img img img ...] [vision_end]  text ...
+//   0,0,0  1,1,1   2,2,2          c+P(0) c+P(1) ...      next ...
+//
+// where the anchor c is the position the block's first token would have had as
+// text and P is the scheme's block coordinate (SPEC 2). After every chunk the
+// next text position is max(all three axes of that chunk) + 1, so positions are
+// fractional after a Circle-RoPE block.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "circlerope/error.h"
+
+namespace circlerope {
+
+// ---------------------------------------------------------------- schemes ---
+
+// How a vision block's tokens are placed relative to its anchor (SPEC 2).
+enum class Scheme {
+  vanilla,    // (j, j, j): 1-D RoPE, the paper's "hard embedding" (LLaVA)
+  unordered,  // (0, 0, 0): every vision token shares one position (mPLUG-Owl3)
+  mrope,      // (tau(f), r, q): Qwen2-VL / Qwen2.5-VL M-RoPE
+  circle,     // Circle-RoPE ring in the plane orthogonal to (1,1,1) (SPEC 3)
+};
+inline constexpr std::array<Scheme, 4> kAllSchemes = {Scheme::vanilla, Scheme::unordered,
+                                                      Scheme::mrope, Scheme::circle};
+
+std::string_view to_string(Scheme scheme);
+// "vanilla" | "unordered" | "mrope" | "circle"; throws Error naming the text otherwise.
+Scheme parse_scheme(std::string_view text);
+
+// Frame time of a video (SPEC 2).
+enum class TimeMode {
+  seconds,  // Qwen2.5-VL: tau(f) = floor(f * second_per_grid_t * tokens_per_second)
+  index,    // Qwen2-VL:   tau(f) = f
+};
+
+// ------------------------------------------------------- Circle-RoPE config ---
+
+enum class RadiusMode {
+  fixed,  // `radius` is used as is
+  automatic,  // R = radius_scale * |max(x', y', z')| ("auto", "auto-k")
+};
+
+enum class PositiveShift {
+  none,    // absent, false or 0
+  automatic,  // "auto": shift by |min| (offset 0)
+  offset,  // a number o: shift by |min| + o
+};
+
+// Circle-RoPE options (SPEC 3). Defaults are the paper's recommended setting
+// (radius 10, alpha 0.5, move_to_origin); JSON requests read absent keys with the
+// reference's meaning instead (see cli/request.h).
+struct CircleConfig {
+  RadiusMode radius_mode = RadiusMode::fixed;
+  double radius = 10.0;       // fixed radius, finite and > 0
+  double radius_scale = 1.0;  // k of "auto-k", finite and > 0 ("auto" is k = 1)
+  double alpha = 0.5;         // weight of the polar angle vs the raster angle, in [0, 1]
+  bool move_to_origin = true;  // centre the grid before taking angles
+  double dff_rate = 0.0;      // beta in [0, 1]: blend towards the un-ringed grid (0 = off)
+  PositiveShift move_to_positive = PositiveShift::none;
+  double positive_offset = 0.0;  // the number of move_to_positive = number
+};
+
+// Throws Error naming the field if a value is not finite or out of range.
+void validate(const CircleConfig& config);
+
+// Scheme plus the options that only Circle-RoPE reads.
+struct Geometry {
+  Scheme scheme = Scheme::circle;
+  CircleConfig circle = {};
+};
+
+// --------------------------------------------------------- vision tokens ---
+
+// Model constants of the Qwen2-VL / Qwen2.5-VL token convention.
+struct VisionConfig {
+  int64_t spatial_merge_size = 2;        // m: a block has t * (h/m) * (w/m) tokens
+  double tokens_per_second = 2.0;        // Qwen2.5-VL: 2; read in float32 like the reference
+  int64_t vision_start_token_id = 151652;
+  int64_t image_token_id = 151655;
+  int64_t video_token_id = 151656;
+  TimeMode time = TimeMode::seconds;
+};
+
+void validate(const VisionConfig& config);
+
+// One entry of image_grid_thw / video_grid_thw: patch grid before merging.
+struct GridTHW {
+  int64_t t = 1, h = 0, w = 0;
+};
+
+// --------------------------------------------------------------- inputs ---
+
+// A batch in Qwen's format. Spans are borrowed for the duration of the call.
+struct RopeIndexInput {
+  std::span<const int64_t> input_ids;       // [batch][seq_len], row-major
+  int64_t batch = 0;
+  int64_t seq_len = 0;
+  std::span<const int64_t> attention_mask;  // [batch][seq_len] of 0/1, or empty = all 1
+  std::span<const GridTHW> image_grid_thw;  // consumed in order, row after row
+  std::span<const GridTHW> video_grid_thw;
+  std::span<const double> second_per_grid_ts;  // one per video, or empty = 1.0 each
+};
+
+// Token-free form: a sequence of segments of one row (no vision markers added).
+struct Segment {
+  enum class Kind { text, image, video };
+  Kind kind = Kind::text;
+  int64_t tokens = 0;               // text: number of tokens
+  int64_t t = 1, hm = 0, wm = 0;    // image/video: merged token grid (t = 1 for images)
+  double second_per_grid_t = 1.0;   // video only
+};
+
+// Parses "text:5,image:6x6,video:4x6x6@0.5,text:4" (image:HxW and video:TxHxW are
+// merged token grids; @s is seconds per grid, default 1). Throws Error naming the
+// offending item.
+std::vector<Segment> parse_layout(std::string_view layout);
+std::string format_layout(std::span<const Segment> segments);
+
+// -------------------------------------------------------------- outputs ---
+
+// What each token of a row is, for metrics and pictures.
+inline constexpr int32_t kMaskedToken = -2;
+inline constexpr int32_t kTextToken = -1;  // otherwise: index into Positions::blocks
+
+struct BlockInfo {
+  int64_t row = 0;
+  int64_t begin = 0;          // index of the first token in the padded row
+  int64_t t = 1, hm = 0, wm = 0;  // merged grid
+  bool is_video = false;
+  int64_t grid_index = 0;     // index into image_grid_thw or video_grid_thw
+  double anchor = 0.0;        // c (SPEC 1)
+  int64_t tokens() const { return t * hm * wm; }
+};
+
+struct Positions {
+  int64_t batch = 0;
+  int64_t seq_len = 0;
+  std::vector<float> position_ids;  // [3][batch][seq_len]; axis 0 temporal, 1 height, 2 width
+  std::vector<float> rope_deltas;   // [batch]
+  std::vector<int32_t> token_block;  // [batch][seq_len]: kMaskedToken, kTextToken or block
+  std::vector<BlockInfo> blocks;     // in order of appearance, row after row
+
+  float at(int axis, int64_t row, int64_t s) const {
+    return position_ids[static_cast<size_t>((axis * batch + row) * seq_len + s)];
+  }
+};
+
+// ------------------------------------------------------------ functions ---
+
+// Positions of a batch (SPEC 1–3). Throws Error for any invalid input.
+Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
+                     const Geometry& geometry);
+
+// The allocation-free form for engines and the PyTorch op: writes
+// position_ids [3][batch][seq_len] and rope_deltas [batch] into caller memory.
+void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
+                     const Geometry& geometry, std::span<float> position_ids,
+                     std::span<float> rope_deltas);
+
+// One row from segments (batch 1, no mask). `vision` supplies tokens_per_second
+// and the time mode; token ids and the merge size are not used.
+Positions layout_positions(std::span<const Segment> segments, const VisionConfig& vision,
+                           const Geometry& geometry);
+
+// Decoding (SPEC 1): the token at cache position p of row b gets p + rope_deltas[b]
+// on all three axes. Writes [3][batch][count] for cache positions
+// first_cache_position .. first_cache_position + count - 1 of every row.
+std::vector<float> decode_positions(std::span<const float> rope_deltas,
+                                    int64_t first_cache_position, int64_t count);
+
+}  // namespace circlerope

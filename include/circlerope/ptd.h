@@ -1,0 +1,52 @@
+// circlerope — how strongly a scheme couples text positions to image positions.
+//
+// PTD (SPEC 5, the paper's Per-Token Distance): for text tokens T and a vision
+// block I of the same row,
+//   PTD = 1/(|T||I|) sum_t sum_i |d(t,i) - mean_i d(t,i)|.
+// d is the distance in the scheme's own index space: Euclidean over the three
+// axes for `mrope` and `circle`, and |difference of the single index| for the
+// 1-D schemes `vanilla` and `unordered` (whose three axes are equal copies; the
+// 3-axis Euclidean distance would scale them by sqrt 3 and give 3.849 instead of
+// the paper's 2.222 for its toy).
+//
+// RoPE kernel deviation (DESIGN.md): K(t,i) = (2/D) sum_k cos(dphi_k(t,i)); per
+// text token the mean absolute deviation of K(t,.) over the block, then the mean
+// over text tokens. 0 exactly when RoPE cannot tell the block's tokens apart.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "circlerope/positions.h"
+#include "circlerope/rotary.h"
+
+namespace circlerope {
+
+struct BlockMetrics {
+  int64_t row = 0;
+  int64_t block = 0;  // index into Positions::blocks
+  int64_t text_tokens = 0;
+  int64_t vision_tokens = 0;
+  double ptd = 0;
+  double rope_kernel_deviation = 0;
+};
+
+struct RowMetrics {
+  int64_t row = 0;
+  int64_t blocks = 0;  // blocks that have text in their row
+  double ptd = 0;      // mean over those blocks
+  double rope_kernel_deviation = 0;
+};
+
+struct CouplingMetrics {
+  std::vector<BlockMetrics> blocks;  // one per block whose row has text tokens
+  std::vector<RowMetrics> rows;      // rows with at least one such block
+  double ptd = 0;  // mean over `blocks`; NaN when there is none
+  double rope_kernel_deviation = 0;
+};
+
+// `scheme` decides the distance (see above). Masked tokens are excluded.
+CouplingMetrics coupling_metrics(const Positions& positions, Scheme scheme,
+                                 const RotaryConfig& rotary);
+
+}  // namespace circlerope

@@ -1,0 +1,45 @@
+// Internal: a block's coordinates factor into one frame's cells plus a per-frame
+// offset, so rings are computed once per grid shape, not once per frame or row.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "circlerope/circle.h"
+
+namespace circlerope::detail {
+
+struct FrameCoordinates {
+  std::vector<AxisTriple> cells;  // hm * wm, raster order
+  AxisTriple max;                 // per-axis maximum over the cells
+};
+
+// tau(f) of a video frame (SPEC 2). Qwen2.5-VL computes it in float32 in this
+// order, then truncates (torch .long()); we do the same so that fractional
+// second_per_grid_t lands on the same integer.
+inline int64_t frame_time(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
+  if (vision.time == TimeMode::index) return f;
+  const float scaled = static_cast<float>(f) * static_cast<float>(second_per_grid_t);
+  return static_cast<int64_t>(scaled * static_cast<float>(vision.tokens_per_second));
+}
+
+FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t wm);
+
+// Added to every cell of frame f (SPEC 2 table; SPEC 3 "Video" for circle).
+inline AxisTriple frame_offset(Scheme scheme, int64_t f, int64_t cells_per_frame, int64_t tau) {
+  switch (scheme) {
+    case Scheme::vanilla: {
+      const double j0 = static_cast<double>(f * cells_per_frame);
+      return {j0, j0, j0};
+    }
+    case Scheme::unordered: return {0, 0, 0};
+    case Scheme::mrope: return {static_cast<double>(tau), 0, 0};
+    case Scheme::circle: {
+      const double d = static_cast<double>(tau);
+      return {d, d, d};
+    }
+  }
+  return {};
+}
+
+}  // namespace circlerope::detail

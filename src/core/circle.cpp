@@ -1,0 +1,155 @@
+// Block coordinates: the SPEC 2 table and Circle-RoPE (SPEC 3), in double; the
+// reference computes in float32, and the tests hold us to it at 1e-4.
+#include "circlerope/circle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "block.h"
+#include "fail.h"
+
+namespace circlerope {
+
+namespace {
+
+struct Centre {
+  double x = 0, y = 0;
+};
+
+Centre grid_centre(int64_t hm, int64_t wm, const CircleConfig& config) {
+  if (!config.move_to_origin) return {};
+  // SPEC 3 step 2: subtract (max + min) / 2 of each axis.
+  return {static_cast<double>(wm - 1) / 2.0, static_cast<double>(hm - 1) / 2.0};
+}
+
+void check_grid(int64_t hm, int64_t wm) {
+  if (hm < 1 || wm < 1) detail::fail("vision grid ", hm, "x", wm, " must have sides >= 1");
+}
+
+}  // namespace
+
+double circle_radius(int64_t hm, int64_t wm, const CircleConfig& config) {
+  validate(config);
+  check_grid(hm, wm);
+  if (config.radius_mode == RadiusMode::fixed) return config.radius;
+  // SPEC 3 step 3: the largest coordinate *value* over x', y' and z' (= 0 for a
+  // frame), then its absolute value; not a norm.
+  const Centre c = grid_centre(hm, wm, config);
+  const double largest = std::max({static_cast<double>(wm - 1) - c.x,
+                                   static_cast<double>(hm - 1) - c.y, 0.0});
+  return config.radius_scale * std::fabs(largest);
+}
+
+std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& config) {
+  const double radius = circle_radius(hm, wm, config);  // validates
+  const Centre c = grid_centre(hm, wm, config);
+  const int64_t n = hm * wm;
+  constexpr double kTwoPi = 2.0 * std::numbers::pi;
+
+  std::vector<double> polar(static_cast<size_t>(n));
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (int64_t r = 0; r < hm; ++r)
+    for (int64_t q = 0; q < wm; ++q) {
+      const double a = std::atan2(static_cast<double>(r) - c.y, static_cast<double>(q) - c.x);
+      polar[static_cast<size_t>(r * wm + q)] = a;
+      lo = std::min(lo, a);
+      hi = std::max(hi, a);
+    }
+  const double range = hi - lo;
+
+  std::vector<AxisTriple> out(static_cast<size_t>(n));
+  double lowest = std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    const double sa = range > 0 ? (polar[j] - lo) / range * kTwoPi : polar[j];  // step 4
+    const double ga = kTwoPi * static_cast<double>(j) / static_cast<double>(n);
+    const double theta = config.alpha * sa + (1.0 - config.alpha) * ga;
+    const double a = radius * std::cos(theta), b = radius * std::sin(theta);
+    // step 5: P = a u + b v
+    double px = -a * kInvSqrt2 - b * kInvSqrt6;
+    double py = a * kInvSqrt2 - b * kInvSqrt6;
+    double pz = 2.0 * b * kInvSqrt6;
+    if (config.dff_rate > 0) {  // step 6: blend with the un-ringed, rotated grid
+      const double x = static_cast<double>(j % wm) - c.x, y = static_cast<double>(j / wm) - c.y;
+      const double beta = config.dff_rate;
+      px = (1 - beta) * px + beta * (-x * kInvSqrt2 - y * kInvSqrt6);
+      py = (1 - beta) * py + beta * (x * kInvSqrt2 - y * kInvSqrt6);
+      pz = (1 - beta) * pz + beta * (2.0 * y * kInvSqrt6);
+    }
+    out[j] = {pz, py, px};  // step 8: t <- z, h <- y, w <- x
+    lowest = std::min({lowest, px, py, pz});
+  }
+  if (config.move_to_positive != PositiveShift::none) {  // step 7
+    const double offset =
+        config.move_to_positive == PositiveShift::offset ? config.positive_offset : 0.0;
+    // The reference shifts by |min| even when min is positive: keep it.
+    const double shift = std::fabs(lowest) + offset;
+    for (AxisTriple& p : out) {
+      p.t += shift;
+      p.h += shift;
+      p.w += shift;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> frame_times(int64_t t, bool is_video, double second_per_grid_t,
+                                 const VisionConfig& vision) {
+  std::vector<int64_t> tau(static_cast<size_t>(std::max<int64_t>(t, 0)), 0);
+  if (!is_video) return tau;
+  for (int64_t f = 0; f < t; ++f) tau[f] = detail::frame_time(f, second_per_grid_t, vision);
+  return tau;
+}
+
+namespace detail {
+
+FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t wm) {
+  check_grid(hm, wm);
+  FrameCoordinates frame;
+  const int64_t n = hm * wm;
+  switch (geometry.scheme) {
+    case Scheme::vanilla:
+      frame.cells.resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) {
+        const double d = static_cast<double>(j);
+        frame.cells[j] = {d, d, d};
+      }
+      break;
+    case Scheme::unordered: frame.cells.assign(static_cast<size_t>(n), AxisTriple{}); break;
+    case Scheme::mrope:
+      frame.cells.resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j)
+        frame.cells[j] = {0.0, static_cast<double>(j / wm), static_cast<double>(j % wm)};
+      break;
+    case Scheme::circle: frame.cells = circle_ring(hm, wm, geometry.circle); break;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  frame.max = {-inf, -inf, -inf};
+  for (const AxisTriple& p : frame.cells) {
+    frame.max.t = std::max(frame.max.t, p.t);
+    frame.max.h = std::max(frame.max.h, p.h);
+    frame.max.w = std::max(frame.max.w, p.w);
+  }
+  return frame;
+}
+
+}  // namespace detail
+
+std::vector<AxisTriple> block_coordinates(const Geometry& geometry, int64_t t, int64_t hm,
+                                          int64_t wm, std::span<const int64_t> frame_time) {
+  if (t < 1) detail::fail("vision block must have t >= 1 frames (got ", t, ")");
+  if (static_cast<int64_t>(frame_time.size()) != t)
+    detail::fail("block_coordinates: ", frame_time.size(), " frame times for t=", t);
+  const detail::FrameCoordinates frame = detail::frame_coordinates(geometry, hm, wm);
+  const int64_t n = hm * wm;
+  std::vector<AxisTriple> out;
+  out.reserve(static_cast<size_t>(t * n));
+  for (int64_t f = 0; f < t; ++f) {
+    const AxisTriple o = detail::frame_offset(geometry.scheme, f, n, frame_time[f]);
+    for (const AxisTriple& p : frame.cells) out.push_back({p.t + o.t, p.h + o.h, p.w + o.w});
+  }
+  return out;
+}
+
+}  // namespace circlerope

@@ -1,0 +1,106 @@
+// Names and validation of the configuration types (SPEC 1, 3, 4).
+#include <cmath>
+#include <string>
+
+#include "circlerope/positions.h"
+#include "circlerope/rotary.h"
+#include "fail.h"
+
+namespace circlerope {
+
+using detail::fail;
+
+std::string_view to_string(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::vanilla: return "vanilla";
+    case Scheme::unordered: return "unordered";
+    case Scheme::mrope: return "mrope";
+    case Scheme::circle: return "circle";
+  }
+  return "?";
+}
+
+Scheme parse_scheme(std::string_view text) {
+  for (Scheme s : kAllSchemes)
+    if (text == to_string(s)) return s;
+  fail("unknown scheme '", text, "' (expected vanilla, unordered, mrope or circle)");
+}
+
+std::string_view to_string(FrequencyLayout layout) {
+  switch (layout) {
+    case FrequencyLayout::chunked: return "chunked";
+    case FrequencyLayout::interleaved: return "interleaved";
+    case FrequencyLayout::single: return "single";
+  }
+  return "?";
+}
+
+FrequencyLayout parse_frequency_layout(std::string_view text) {
+  for (auto l : {FrequencyLayout::chunked, FrequencyLayout::interleaved, FrequencyLayout::single})
+    if (text == to_string(l)) return l;
+  fail("unknown frequency layout '", text, "' (expected chunked, interleaved or single)");
+}
+
+void validate(const CircleConfig& c) {
+  if (c.radius_mode == RadiusMode::fixed && !(std::isfinite(c.radius) && c.radius > 0))
+    fail("circle radius must be a finite number > 0, \"auto\" or \"auto-k\" (got ", c.radius, ")");
+  if (c.radius_mode == RadiusMode::automatic &&
+      !(std::isfinite(c.radius_scale) && c.radius_scale > 0))
+    fail("circle radius scale k of \"auto-k\" must be finite and > 0 (got ", c.radius_scale, ")");
+  if (!(c.alpha >= 0 && c.alpha <= 1))
+    fail("circle alpha must be in [0, 1] (got ", c.alpha, ")");
+  if (!(c.dff_rate >= 0 && c.dff_rate <= 1))
+    fail("circle dff_rate must be in [0, 1] (got ", c.dff_rate, ")");
+  if (c.move_to_positive == PositiveShift::offset && !std::isfinite(c.positive_offset))
+    fail("circle move_to_positive offset must be finite (got ", c.positive_offset, ")");
+}
+
+void validate(const VisionConfig& v) {
+  if (v.spatial_merge_size < 1)
+    fail("spatial_merge_size must be >= 1 (got ", v.spatial_merge_size, ")");
+  if (!(std::isfinite(v.tokens_per_second) && v.tokens_per_second > 0))
+    fail("tokens_per_second must be finite and > 0 (got ", v.tokens_per_second, ")");
+  if (v.vision_start_token_id == v.image_token_id || v.vision_start_token_id == v.video_token_id ||
+      v.image_token_id == v.video_token_id)
+    fail("vision_start_token_id=", v.vision_start_token_id, ", image_token_id=", v.image_token_id,
+         " and video_token_id=", v.video_token_id, " must be distinct");
+}
+
+void validate(const RotaryConfig& r) {
+  if (!(std::isfinite(r.theta) && r.theta > 0))
+    fail("rope_theta must be finite and > 0 (got ", r.theta, ")");
+  if (r.rotary_dim < 2 || r.rotary_dim > 1024 || r.rotary_dim % 2 != 0)
+    fail("rotary dim must be even and in [2, 1024] (got ", r.rotary_dim, ")");
+  if (r.layout == FrequencyLayout::single) return;
+  const auto [st, sh, sw] = r.sections;
+  if (st < 0 || sh < 0 || sw < 0 || st + sh + sw != r.rotary_dim / 2)
+    fail("mrope sections [", st, ", ", sh, ", ", sw, "] must be >= 0 and sum to rotary_dim/2 = ",
+         r.rotary_dim / 2);
+}
+
+std::vector<int> frequency_axes(const RotaryConfig& r) {
+  validate(r);
+  const int half = r.rotary_dim / 2;
+  const auto [st, sh, sw] = r.sections;
+  std::vector<int> axes(static_cast<size_t>(half), 0);
+  for (int i = 0; i < half; ++i) {
+    switch (r.layout) {
+      case FrequencyLayout::chunked: axes[i] = i < st ? 0 : (i < st + sh ? 1 : 2); break;
+      case FrequencyLayout::interleaved:
+        axes[i] = (i % 3 == 1 && i < 3 * sh) ? 1 : ((i % 3 == 2 && i < 3 * sw) ? 2 : 0);
+        break;
+      case FrequencyLayout::single: axes[i] = 0; break;
+    }
+  }
+  return axes;
+}
+
+std::vector<double> inverse_frequencies(const RotaryConfig& r) {
+  validate(r);
+  std::vector<double> inv(static_cast<size_t>(r.rotary_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i)
+    inv[i] = std::pow(r.theta, -2.0 * static_cast<double>(i) / r.rotary_dim);
+  return inv;
+}
+
+}  // namespace circlerope

@@ -1,0 +1,369 @@
+// Multimodal positions (SPEC 1): tokens -> chunks -> positions.
+//
+// Two stages share one placement routine: `split_row` turns a row of Qwen token
+// ids into chunks (text run + optional vision block), `layout_positions` turns
+// segments into the same chunks, and `Placer::place_row` writes the positions.
+// Float32 rounding follows the reference where it decides visible values: the
+// running "next" position is rounded to float32 after every chunk, as torch does.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "block.h"
+#include "circlerope/circle.h"
+#include "circlerope/positions.h"
+#include "fail.h"
+
+namespace circlerope {
+
+using detail::fail;
+
+namespace {
+
+// `text` tokens, then (optionally) one vision block.
+struct Chunk {
+  int64_t text = 0;
+  bool has_block = false;
+  bool is_video = false;
+  int64_t t = 1, hm = 0, wm = 0;
+  int64_t grid_index = 0;
+  double seconds = 1.0;  // second_per_grid_t of a video
+};
+
+int64_t checked_product(int64_t a, int64_t b, const char* what) {
+  int64_t out = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &out)) fail(what, " ", a, " x ", b, " is out of range");
+  return out;
+}
+
+// Where a row's positions go. `real` maps the k-th unmasked token to its index
+// in the padded row (nullptr: no mask, identity).
+struct RowOut {
+  float* t = nullptr;
+  float* h = nullptr;
+  float* w = nullptr;
+  const int64_t* real = nullptr;
+  int32_t* token_block = nullptr;  // optional
+  int64_t row = 0;
+  int64_t index(int64_t k) const { return real ? real[k] : k; }
+};
+
+class Placer {
+ public:
+  Placer(const Geometry& geometry, const VisionConfig& vision)
+      : geometry_(geometry), vision_(vision) {}
+
+  // Writes the row's unmasked positions; returns the rope delta (SPEC 1).
+  float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len,
+                  std::vector<BlockInfo>* blocks) {
+    double next = 0.0;  // always a float32 value, like the reference's st_idx
+    float last_max = 0;
+    bool any = false;
+    int64_t k = 0;
+    for (const Chunk& chunk : chunks) {
+      for (int64_t i = 0; i < chunk.text; ++i, ++k) {
+        const int64_t s = out.index(k);
+        const float p = static_cast<float>(next + static_cast<double>(i));
+        out.t[s] = out.h[s] = out.w[s] = p;
+        if (out.token_block) out.token_block[s] = kTextToken;
+      }
+      if (chunk.text > 0) last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
+      if (chunk.has_block) {
+        const double anchor = next + static_cast<double>(chunk.text);
+        if (blocks)
+          blocks->push_back({out.row, out.index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
+                             chunk.grid_index, anchor});
+        last_max = place_block(chunk, anchor, out, k, blocks ? int32_t(blocks->size() - 1) : 0);
+        k += chunk.t * chunk.hm * chunk.wm;
+      }
+      if (chunk.text > 0 || chunk.has_block) {
+        any = true;
+        next = static_cast<double>(last_max + 1.0f);  // float32, as torch computes st_idx
+      }
+    }
+    if (!any) return static_cast<float>(-seq_len);  // empty row: decoding starts at 0
+    return static_cast<float>(next) - static_cast<float>(seq_len);
+  }
+
+ private:
+  const detail::FrameCoordinates& frame(int64_t hm, int64_t wm) {
+    for (auto& [key, value] : cache_)
+      if (key.first == hm && key.second == wm) return value;
+    cache_.emplace_back(std::pair{hm, wm}, detail::frame_coordinates(geometry_, hm, wm));
+    return cache_.back().second;
+  }
+
+  float place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k,
+                    int32_t block_id) {
+    const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
+    const int64_t cells = chunk.hm * chunk.wm;
+    double high = -std::numeric_limits<double>::infinity();
+    for (int64_t f = 0; f < chunk.t; ++f) {
+      const int64_t tau =
+          chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
+      const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
+      const double bt = anchor + o.t, bh = anchor + o.h, bw = anchor + o.w;
+      for (const AxisTriple& p : coords.cells) {
+        const int64_t s = out.index(k++);
+        out.t[s] = static_cast<float>(bt + p.t);
+        out.h[s] = static_cast<float>(bh + p.h);
+        out.w[s] = static_cast<float>(bw + p.w);
+        if (out.token_block) out.token_block[s] = block_id;
+      }
+      high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
+    }
+    return static_cast<float>(high);  // rounding is monotone: max of the rounded values
+  }
+
+  const Geometry& geometry_;
+  const VisionConfig& vision_;
+  std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
+};
+
+std::string_view kind_name(bool is_video) { return is_video ? "video" : "image"; }
+
+// Token ids of one row -> chunks (SPEC 1 "Sequences"), consuming grids from the
+// running counters. Strict where the reference would silently misplace blocks.
+class RowSplitter {
+ public:
+  RowSplitter(const RopeIndexInput& input, const VisionConfig& vision)
+      : input_(input), vision_(vision) {}
+
+  void split(int64_t row, std::span<const int64_t> real, std::vector<Chunk>& chunks) {
+    chunks.clear();
+    const int64_t* ids = input_.input_ids.data() + row * input_.seq_len;
+    const auto n = static_cast<int64_t>(real.size());
+    auto id = [&](int64_t k) { return ids[real[k]]; };
+    int64_t text_start = 0, k = 0, block_in_row = 0;
+    while (k < n) {
+      const int64_t tok = id(k);
+      const bool opens = tok == vision_.vision_start_token_id && k + 1 < n &&
+                         (id(k + 1) == vision_.image_token_id || id(k + 1) == vision_.video_token_id);
+      if (!opens) {
+        if (tok == vision_.image_token_id || tok == vision_.video_token_id)
+          fail("row ", row, ", position ", real[k], ": ",
+               kind_name(tok == vision_.video_token_id), " token ", tok,
+               " outside a vision block (no vision_start_token_id=", vision_.vision_start_token_id,
+               " right before its run)");
+        ++k;
+        continue;
+      }
+      const bool is_video = id(k + 1) == vision_.video_token_id;
+      Chunk chunk = take_grid(row, block_in_row++, is_video);
+      chunk.text = k + 1 - text_start;  // the vision start marker is text
+      const int64_t needed = chunk.t * chunk.hm * chunk.wm;
+      const int64_t vision_token = is_video ? vision_.video_token_id : vision_.image_token_id;
+      int64_t run = 0;
+      while (k + 1 + run < n && id(k + 1 + run) == vision_token) ++run;
+      if (run != needed)
+        fail(kind_name(is_video), " ", chunk.grid_index, " (", block_name(is_video, chunk.grid_index),
+             ") needs ", needed, " ", kind_name(is_video), " tokens after the vision start at row ",
+             row, ", position ", real[k], ", but ", run, " follow",
+             run < needed ? " (too few tokens for the grid)" : " (the grid is too small for them)");
+      chunks.push_back(chunk);
+      k = text_start = k + 1 + needed;
+    }
+    if (n > text_start) chunks.push_back(Chunk{.text = n - text_start});
+  }
+
+  void finish() const {
+    check_count(false, images_used_, input_.image_grid_thw.size());
+    check_count(true, videos_used_, input_.video_grid_thw.size());
+  }
+
+ private:
+  std::string block_name(bool is_video, int64_t index) const {
+    const GridTHW& g = is_video ? input_.video_grid_thw[index] : input_.image_grid_thw[index];
+    return std::string(is_video ? "video_grid_thw[" : "image_grid_thw[") + std::to_string(index) +
+           "] = [" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) + "]";
+  }
+
+  Chunk take_grid(int64_t row, int64_t block_in_row, bool is_video) {
+    auto& used = is_video ? videos_used_ : images_used_;
+    const auto grids = is_video ? input_.video_grid_thw : input_.image_grid_thw;
+    if (used >= static_cast<int64_t>(grids.size()))
+      fail("row ", row, ": ", kind_name(is_video), " block ", block_in_row, " of the row is ",
+           kind_name(is_video), " ", used, " of the batch, but ", kind_name(is_video),
+           "_grid_thw has only ", grids.size(), " entr", grids.size() == 1 ? "y" : "ies");
+    const int64_t index = used++;
+    const GridTHW& g = grids[index];
+    const int64_t m = vision_.spatial_merge_size;
+    const std::string where = block_name(is_video, index) + " (" + std::string(kind_name(is_video)) +
+                              " block " + std::to_string(block_in_row) + " of row " +
+                              std::to_string(row) + ")";
+    if (g.t < 1 || g.h < 1 || g.w < 1) fail(where, ": every side must be >= 1");
+    if (g.h % m != 0) fail(where, ": h=", g.h, " is not divisible by spatial_merge_size=", m);
+    if (g.w % m != 0) fail(where, ": w=", g.w, " is not divisible by spatial_merge_size=", m);
+    Chunk chunk{.has_block = true, .is_video = is_video, .t = g.t, .hm = g.h / m, .wm = g.w / m,
+                .grid_index = index};
+    checked_product(checked_product(chunk.t, chunk.hm, where.c_str()), chunk.wm, where.c_str());
+    if (is_video && !input_.second_per_grid_ts.empty())
+      chunk.seconds = input_.second_per_grid_ts[static_cast<size_t>(index)];
+    return chunk;
+  }
+
+  void check_count(bool is_video, int64_t used, size_t given) const {
+    if (used != static_cast<int64_t>(given))
+      fail(kind_name(is_video), "_grid_thw has ", given, " entr", given == 1 ? "y" : "ies", " but input_ids hold ",
+           used, " ", kind_name(is_video), " block", used == 1 ? "" : "s",
+           " (vision_start_token_id followed by ", kind_name(is_video), "_token_id)");
+  }
+
+  const RopeIndexInput& input_;
+  const VisionConfig& vision_;
+  int64_t images_used_ = 0, videos_used_ = 0;
+};
+
+void validate_input(const RopeIndexInput& in) {
+  if (in.batch < 0 || in.seq_len < 0)
+    fail("batch and seq_len must be >= 0 (got ", in.batch, " x ", in.seq_len, ")");
+  const int64_t total = checked_product(in.batch, in.seq_len, "batch x seq_len");
+  if (static_cast<int64_t>(in.input_ids.size()) != total)
+    fail("input_ids has ", in.input_ids.size(), " values but batch x seq_len = ", in.batch, " x ",
+         in.seq_len, " = ", total);
+  if (!in.attention_mask.empty() && static_cast<int64_t>(in.attention_mask.size()) != total)
+    fail("attention_mask has ", in.attention_mask.size(), " values but input_ids has ", total,
+         " (", in.batch, " x ", in.seq_len, ")");
+  if (!in.second_per_grid_ts.empty() && in.second_per_grid_ts.size() != in.video_grid_thw.size())
+    fail("second_per_grid_ts has ", in.second_per_grid_ts.size(), " entries but video_grid_thw has ",
+         in.video_grid_thw.size(), " (one per video)");
+  for (size_t i = 0; i < in.second_per_grid_ts.size(); ++i)
+    if (!(std::isfinite(in.second_per_grid_ts[i]) && in.second_per_grid_ts[i] >= 0))
+      fail("second_per_grid_ts[", i, "] must be finite and >= 0 (got ", in.second_per_grid_ts[i], ")");
+}
+
+void validate_geometry(const Geometry& geometry) {
+  if (geometry.scheme == Scheme::circle) validate(geometry.circle);
+}
+
+// The shared body of rope_index and rope_index_into.
+void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
+           float* position_ids, float* rope_deltas, int32_t* token_block,
+           std::vector<BlockInfo>* blocks) {
+  validate(vision);
+  validate_geometry(geometry);
+  validate_input(input);
+  const int64_t batch = input.batch, seq = input.seq_len;
+  Placer placer(geometry, vision);
+  RowSplitter splitter(input, vision);
+  std::vector<Chunk> chunks;
+  std::vector<int64_t> real;
+  real.reserve(static_cast<size_t>(seq));
+  for (int64_t b = 0; b < batch; ++b) {
+    RowOut out{position_ids + (0 * batch + b) * seq, position_ids + (1 * batch + b) * seq,
+               position_ids + (2 * batch + b) * seq, nullptr,
+               token_block ? token_block + b * seq : nullptr, b};
+    real.clear();
+    if (input.attention_mask.empty()) {
+      for (int64_t s = 0; s < seq; ++s) real.push_back(s);
+    } else {
+      const int64_t* mask = input.attention_mask.data() + b * seq;
+      for (int64_t s = 0; s < seq; ++s) {
+        if (mask[s] == 1) {
+          real.push_back(s);
+        } else if (mask[s] == 0) {
+          out.t[s] = out.h[s] = out.w[s] = 1.0f;  // SPEC 1: masked tokens get 1
+          if (out.token_block) out.token_block[s] = kMaskedToken;
+        } else {
+          fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
+        }
+      }
+      out.real = real.data();
+    }
+    splitter.split(b, real, chunks);
+    rope_deltas[b] = placer.place_row(chunks, out, seq, blocks);
+  }
+  splitter.finish();
+}
+
+}  // namespace
+
+Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
+                     const Geometry& geometry) {
+  validate_input(input);
+  Positions out;
+  out.batch = input.batch;
+  out.seq_len = input.seq_len;
+  const auto n = static_cast<size_t>(input.batch * input.seq_len);
+  out.position_ids.resize(3 * n);
+  out.rope_deltas.resize(static_cast<size_t>(input.batch));
+  out.token_block.resize(n);
+  build(input, vision, geometry, out.position_ids.data(), out.rope_deltas.data(),
+        out.token_block.data(), &out.blocks);
+  return out;
+}
+
+void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
+                     const Geometry& geometry, std::span<float> position_ids,
+                     std::span<float> rope_deltas) {
+  validate_input(input);
+  const auto n = static_cast<size_t>(input.batch * input.seq_len);
+  if (position_ids.size() != 3 * n)
+    fail("position_ids output has ", position_ids.size(), " floats, expected 3 x ", input.batch,
+         " x ", input.seq_len, " = ", 3 * n);
+  if (rope_deltas.size() != static_cast<size_t>(input.batch))
+    fail("rope_deltas output has ", rope_deltas.size(), " floats, expected batch = ", input.batch);
+  build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr);
+}
+
+Positions layout_positions(std::span<const Segment> segments, const VisionConfig& vision,
+                           const Geometry& geometry) {
+  validate(vision);
+  validate_geometry(geometry);
+  std::vector<Chunk> chunks;
+  int64_t total = 0, images = 0, videos = 0, pending_text = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Segment& seg = segments[i];
+    if (seg.kind == Segment::Kind::text) {
+      if (seg.tokens < 1) fail("segment ", i, ": text needs at least 1 token (got ", seg.tokens, ")");
+      pending_text += seg.tokens;
+      total += seg.tokens;
+      continue;
+    }
+    const bool is_video = seg.kind == Segment::Kind::video;
+    if (seg.t < 1 || seg.hm < 1 || seg.wm < 1 || (!is_video && seg.t != 1))
+      fail("segment ", i, ": ", kind_name(is_video), " grid ", seg.t, "x", seg.hm, "x", seg.wm,
+           " must have sides >= 1", is_video ? "" : " and t = 1");
+    if (!(std::isfinite(seg.second_per_grid_t) && seg.second_per_grid_t >= 0))
+      fail("segment ", i, ": seconds per grid must be finite and >= 0 (got ", seg.second_per_grid_t, ")");
+    const std::string where = "segment " + std::to_string(i);
+    total += checked_product(checked_product(seg.t, seg.hm, where.c_str()), seg.wm, where.c_str());
+    chunks.push_back(Chunk{.text = pending_text, .has_block = true, .is_video = is_video, .t = seg.t,
+                           .hm = seg.hm, .wm = seg.wm, .grid_index = is_video ? videos++ : images++,
+                           .seconds = seg.second_per_grid_t});
+    pending_text = 0;
+  }
+  if (pending_text > 0) chunks.push_back(Chunk{.text = pending_text});
+  if (total > (int64_t{1} << 31)) fail("layout has ", total, " tokens (at most 2^31)");
+
+  Positions out;
+  out.batch = 1;
+  out.seq_len = total;
+  out.position_ids.resize(static_cast<size_t>(3 * total));
+  out.rope_deltas.resize(1);
+  out.token_block.resize(static_cast<size_t>(total));
+  float* base = out.position_ids.data();
+  RowOut row{base, base + total, base + 2 * total, nullptr, out.token_block.data(), 0};
+  Placer placer(geometry, vision);
+  out.rope_deltas[0] = placer.place_row(chunks, row, total, &out.blocks);
+  return out;
+}
+
+std::vector<float> decode_positions(std::span<const float> rope_deltas,
+                                    int64_t first_cache_position, int64_t count) {
+  if (first_cache_position < 0 || count < 0)
+    fail("decode positions need first_cache_position >= 0 and count >= 0 (got ",
+         first_cache_position, ", ", count, ")");
+  const auto batch = static_cast<int64_t>(rope_deltas.size());
+  std::vector<float> out(static_cast<size_t>(3 * batch * count));
+  for (int axis = 0; axis < 3; ++axis)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < count; ++i)
+        // float32 like the reference's cache_position + rope_deltas
+        out[static_cast<size_t>((axis * batch + b) * count + i)] =
+            static_cast<float>(first_cache_position + i) + rope_deltas[b];
+  return out;
+}
+
+}  // namespace circlerope
