@@ -44,7 +44,7 @@ int64_t integer(const json& v, const std::string& where) {
 double number(const json& v, const std::string& where) {
   if (!v.is_number()) bad(where, "expected a number, got " + shown(v));
   const double d = v.get<double>();
-  if (!std::isfinite(d)) bad(where, "expected a finite number");
+  if (!std::isfinite(d)) bad(where, "expected a finite number (got " + std::to_string(d) + ")");
   return d;
 }
 
@@ -204,6 +204,11 @@ Request parse_request(const json& j) {
   if (j.contains("second_per_grid_ts") && !j["second_per_grid_ts"].is_null()) {
     const json& s = j["second_per_grid_ts"];
     if (!s.is_array()) bad("second_per_grid_ts", "expected an array of numbers, got " + shown(s));
+    // An explicit list (even an empty one) must cover every video; only an
+    // absent or null list means 1.0 each.
+    if (s.size() != out.video_grid_thw.size())
+      bad("second_per_grid_ts", "has " + std::to_string(s.size()) + " entries but video_grid_thw has " +
+                                    std::to_string(out.video_grid_thw.size()) + " (one per video)");
     for (size_t i = 0; i < s.size(); ++i)
       out.second_per_grid_ts.push_back(number(s[i], "second_per_grid_ts[" + std::to_string(i) + "]"));
   }
@@ -214,7 +219,7 @@ Request parse_request_text(const std::string& text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, number overflow
     throw Error("request is not valid JSON: " + std::string(e.what()));
   }
   return parse_request(j);

@@ -37,16 +37,18 @@ int64_t checked_product(int64_t a, int64_t b, const char* what) {
   return out;
 }
 
-// Where a row's positions go. `real` maps the k-th unmasked token to its index
-// in the padded row (nullptr: no mask, identity).
+// Where a row's positions go: contiguous arrays of the row's unmasked tokens
+// (the output row itself when there is no mask, scratch that is scattered
+// afterwards when there is one). `real` maps the k-th unmasked token to its
+// index in the padded row (nullptr: identity); it is only read per block.
 struct RowOut {
   float* t = nullptr;
   float* h = nullptr;
   float* w = nullptr;
-  const int64_t* real = nullptr;
   int32_t* token_block = nullptr;  // optional
+  const int64_t* real = nullptr;
   int64_t row = 0;
-  int64_t index(int64_t k) const { return real ? real[k] : k; }
+  int64_t padded_index(int64_t k) const { return real ? real[k] : k; }
 };
 
 class Placer {
@@ -62,20 +64,21 @@ class Placer {
     bool any = false;
     int64_t k = 0;
     for (const Chunk& chunk : chunks) {
-      for (int64_t i = 0; i < chunk.text; ++i, ++k) {
-        const int64_t s = out.index(k);
-        const float p = static_cast<float>(next + static_cast<double>(i));
-        out.t[s] = out.h[s] = out.w[s] = p;
-        if (out.token_block) out.token_block[s] = kTextToken;
-      }
+      for (int64_t i = 0; i < chunk.text; ++i)
+        out.t[k + i] = out.h[k + i] = out.w[k + i] = static_cast<float>(next + static_cast<double>(i));
+      if (out.token_block) std::fill_n(out.token_block + k, chunk.text, kTextToken);
+      k += chunk.text;
       if (chunk.text > 0) last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
       if (chunk.has_block) {
         const double anchor = next + static_cast<double>(chunk.text);
-        if (blocks)
-          blocks->push_back({out.row, out.index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
+        const int64_t tokens = chunk.t * chunk.hm * chunk.wm;
+        last_max = place_block(chunk, anchor, out, k);
+        if (blocks) {
+          if (out.token_block) std::fill_n(out.token_block + k, tokens, static_cast<int32_t>(blocks->size()));
+          blocks->push_back({out.row, out.padded_index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
                              chunk.grid_index, anchor});
-        last_max = place_block(chunk, anchor, out, k, blocks ? int32_t(blocks->size() - 1) : 0);
-        k += chunk.t * chunk.hm * chunk.wm;
+        }
+        k += tokens;
       }
       if (chunk.text > 0 || chunk.has_block) {
         any = true;
@@ -94,22 +97,22 @@ class Placer {
     return cache_.back().second;
   }
 
-  float place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k,
-                    int32_t block_id) {
+  float place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
     const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
-    const int64_t cells = chunk.hm * chunk.wm;
+    const auto cells = static_cast<int64_t>(coords.cells.size());
+    const AxisTriple* p = coords.cells.data();
     double high = -std::numeric_limits<double>::infinity();
-    for (int64_t f = 0; f < chunk.t; ++f) {
-      const int64_t tau =
-          chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
+    for (int64_t f = 0; f < chunk.t; ++f, k += cells) {
+      const int64_t tau = chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
       const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
       const double bt = anchor + o.t, bh = anchor + o.h, bw = anchor + o.w;
-      for (const AxisTriple& p : coords.cells) {
-        const int64_t s = out.index(k++);
-        out.t[s] = static_cast<float>(bt + p.t);
-        out.h[s] = static_cast<float>(bh + p.h);
-        out.w[s] = static_cast<float>(bw + p.w);
-        if (out.token_block) out.token_block[s] = block_id;
+      float* t = out.t + k;
+      float* h = out.h + k;
+      float* w = out.w + k;
+      for (int64_t j = 0; j < cells; ++j) {
+        t[j] = static_cast<float>(bt + p[j].t);
+        h[j] = static_cast<float>(bh + p[j].h);
+        w[j] = static_cast<float>(bw + p[j].w);
       }
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
     }
@@ -130,39 +133,37 @@ class RowSplitter {
   RowSplitter(const RopeIndexInput& input, const VisionConfig& vision)
       : input_(input), vision_(vision) {}
 
-  void split(int64_t row, std::span<const int64_t> real, std::vector<Chunk>& chunks) {
+  // `ids`: the row's unmasked tokens, contiguous; `real`: their padded indices
+  // (nullptr: identity), only used in messages.
+  void split(int64_t row, const int64_t* ids, int64_t n, const int64_t* real, std::vector<Chunk>& chunks) {
     chunks.clear();
-    const int64_t* ids = input_.input_ids.data() + row * input_.seq_len;
-    const auto n = static_cast<int64_t>(real.size());
-    auto id = [&](int64_t k) { return ids[real[k]]; };
-    int64_t text_start = 0, k = 0, block_in_row = 0;
-    while (k < n) {
-      const int64_t tok = id(k);
-      const bool opens = tok == vision_.vision_start_token_id && k + 1 < n &&
-                         (id(k + 1) == vision_.image_token_id || id(k + 1) == vision_.video_token_id);
+    auto where = [&](int64_t k) { return real ? real[k] : k; };
+    const int64_t start = vision_.vision_start_token_id, image = vision_.image_token_id,
+                  video = vision_.video_token_id;
+    int64_t text_start = 0, block_in_row = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t tok = ids[k];
+      if (tok != start && tok != image && tok != video) continue;
+      const bool opens = tok == start && k + 1 < n && (ids[k + 1] == image || ids[k + 1] == video);
       if (!opens) {
-        if (tok == vision_.image_token_id || tok == vision_.video_token_id)
-          fail("row ", row, ", position ", real[k], ": ",
-               kind_name(tok == vision_.video_token_id), " token ", tok,
-               " outside a vision block (no vision_start_token_id=", vision_.vision_start_token_id,
-               " right before its run)");
-        ++k;
-        continue;
+        if (tok == start) continue;  // a vision start with no vision token after it is text
+        fail("row ", row, ", position ", where(k), ": ", kind_name(tok == video), " token ", tok,
+             " outside a vision block (no vision_start_token_id=", start, " right before its run)");
       }
-      const bool is_video = id(k + 1) == vision_.video_token_id;
+      const bool is_video = ids[k + 1] == video;
       Chunk chunk = take_grid(row, block_in_row++, is_video);
       chunk.text = k + 1 - text_start;  // the vision start marker is text
       const int64_t needed = chunk.t * chunk.hm * chunk.wm;
-      const int64_t vision_token = is_video ? vision_.video_token_id : vision_.image_token_id;
-      int64_t run = 0;
-      while (k + 1 + run < n && id(k + 1 + run) == vision_token) ++run;
+      const int64_t vision_token = is_video ? video : image;
+      int64_t run = 1;
+      while (k + 1 + run < n && ids[k + 1 + run] == vision_token) ++run;
       if (run != needed)
-        fail(kind_name(is_video), " ", chunk.grid_index, " (", block_name(is_video, chunk.grid_index),
-             ") needs ", needed, " ", kind_name(is_video), " tokens after the vision start at row ",
-             row, ", position ", real[k], ", but ", run, " follow",
-             run < needed ? " (too few tokens for the grid)" : " (the grid is too small for them)");
+        fail(grid_name(is_video, chunk.grid_index), " needs ", needed, " ", kind_name(is_video),
+             " tokens after the vision start at row ", row, ", position ", where(k), ", but ", run,
+             " follow", run < needed ? " (too few tokens for the grid)" : " (the grid is too small for them)");
       chunks.push_back(chunk);
-      k = text_start = k + 1 + needed;
+      text_start = k + 1 + needed;
+      k = text_start - 1;
     }
     if (n > text_start) chunks.push_back(Chunk{.text = n - text_start});
   }
@@ -173,7 +174,7 @@ class RowSplitter {
   }
 
  private:
-  std::string block_name(bool is_video, int64_t index) const {
+  std::string grid_name(bool is_video, int64_t index) const {
     const GridTHW& g = is_video ? input_.video_grid_thw[index] : input_.image_grid_thw[index];
     return std::string(is_video ? "video_grid_thw[" : "image_grid_thw[") + std::to_string(index) +
            "] = [" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) + "]";
@@ -189,15 +190,19 @@ class RowSplitter {
     const int64_t index = used++;
     const GridTHW& g = grids[index];
     const int64_t m = vision_.spatial_merge_size;
-    const std::string where = block_name(is_video, index) + " (" + std::string(kind_name(is_video)) +
-                              " block " + std::to_string(block_in_row) + " of row " +
-                              std::to_string(row) + ")";
-    if (g.t < 1 || g.h < 1 || g.w < 1) fail(where, ": every side must be >= 1");
-    if (g.h % m != 0) fail(where, ": h=", g.h, " is not divisible by spatial_merge_size=", m);
-    if (g.w % m != 0) fail(where, ": w=", g.w, " is not divisible by spatial_merge_size=", m);
+    auto bad = [&](auto&&... what) {
+      fail(grid_name(is_video, index), " (", kind_name(is_video), " block ", block_in_row, " of row ",
+           row, "): ", what...);
+    };
+    if (g.t < 1 || g.h < 1 || g.w < 1) bad("every side must be >= 1");
+    if (g.h % m != 0) bad("h=", g.h, " is not divisible by spatial_merge_size=", m);
+    if (g.w % m != 0) bad("w=", g.w, " is not divisible by spatial_merge_size=", m);
     Chunk chunk{.has_block = true, .is_video = is_video, .t = g.t, .hm = g.h / m, .wm = g.w / m,
                 .grid_index = index};
-    checked_product(checked_product(chunk.t, chunk.hm, where.c_str()), chunk.wm, where.c_str());
+    int64_t frame_tokens = 0, tokens = 0;
+    if (__builtin_mul_overflow(chunk.hm, chunk.wm, &frame_tokens) ||
+        __builtin_mul_overflow(frame_tokens, chunk.t, &tokens) || tokens > input_.seq_len)
+      bad("needs more tokens than a row of ", input_.seq_len, " holds");
     if (is_video && !input_.second_per_grid_ts.empty())
       chunk.seconds = input_.second_per_grid_ts[static_cast<size_t>(index)];
     return chunk;
@@ -248,31 +253,48 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
   Placer placer(geometry, vision);
   RowSplitter splitter(input, vision);
   std::vector<Chunk> chunks;
-  std::vector<int64_t> real;
-  real.reserve(static_cast<size_t>(seq));
+  // Masked rows are compacted into scratch, placed, then scattered back.
+  std::vector<int64_t> real, compact_ids;
+  std::vector<float> scratch;
+  std::vector<int32_t> scratch_map;
   for (int64_t b = 0; b < batch; ++b) {
-    RowOut out{position_ids + (0 * batch + b) * seq, position_ids + (1 * batch + b) * seq,
-               position_ids + (2 * batch + b) * seq, nullptr,
-               token_block ? token_block + b * seq : nullptr, b};
-    real.clear();
+    float* row_t = position_ids + (0 * batch + b) * seq;
+    float* row_h = position_ids + (1 * batch + b) * seq;
+    float* row_w = position_ids + (2 * batch + b) * seq;
+    int32_t* row_map = token_block ? token_block + b * seq : nullptr;
+    const int64_t* ids = input.input_ids.data() + b * seq;
     if (input.attention_mask.empty()) {
-      for (int64_t s = 0; s < seq; ++s) real.push_back(s);
-    } else {
-      const int64_t* mask = input.attention_mask.data() + b * seq;
-      for (int64_t s = 0; s < seq; ++s) {
-        if (mask[s] == 1) {
-          real.push_back(s);
-        } else if (mask[s] == 0) {
-          out.t[s] = out.h[s] = out.w[s] = 1.0f;  // SPEC 1: masked tokens get 1
-          if (out.token_block) out.token_block[s] = kMaskedToken;
-        } else {
-          fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
-        }
-      }
-      out.real = real.data();
+      splitter.split(b, ids, seq, nullptr, chunks);
+      rope_deltas[b] = placer.place_row(chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
+      continue;
     }
-    splitter.split(b, real, chunks);
+    const int64_t* mask = input.attention_mask.data() + b * seq;
+    real.clear();
+    compact_ids.clear();
+    for (int64_t s = 0; s < seq; ++s) {
+      if (mask[s] == 1) {
+        real.push_back(s);
+        compact_ids.push_back(ids[s]);
+      } else if (mask[s] == 0) {
+        row_t[s] = row_h[s] = row_w[s] = 1.0f;  // SPEC 1: masked tokens get 1
+        if (row_map) row_map[s] = kMaskedToken;
+      } else {
+        fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
+      }
+    }
+    const auto n = static_cast<int64_t>(real.size());
+    splitter.split(b, compact_ids.data(), n, real.data(), chunks);
+    scratch.resize(static_cast<size_t>(3 * n));
+    scratch_map.resize(row_map ? static_cast<size_t>(n) : 0);
+    const RowOut out{scratch.data(), scratch.data() + n, scratch.data() + 2 * n,
+                     row_map ? scratch_map.data() : nullptr, real.data(), b};
     rope_deltas[b] = placer.place_row(chunks, out, seq, blocks);
+    for (int64_t k = 0; k < n; ++k) {
+      row_t[real[k]] = out.t[k];
+      row_h[real[k]] = out.h[k];
+      row_w[real[k]] = out.w[k];
+      if (row_map) row_map[real[k]] = out.token_block[k];
+    }
   }
   splitter.finish();
 }
@@ -344,7 +366,7 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
   out.rope_deltas.resize(1);
   out.token_block.resize(static_cast<size_t>(total));
   float* base = out.position_ids.data();
-  RowOut row{base, base + total, base + 2 * total, nullptr, out.token_block.data(), 0};
+  const RowOut row{base, base + total, base + 2 * total, out.token_block.data(), nullptr, 0};
   Placer placer(geometry, vision);
   out.rope_deltas[0] = placer.place_row(chunks, row, total, &out.blocks);
   return out;

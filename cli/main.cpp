@@ -1,0 +1,481 @@
+// The `circlerope` command. Exit 0 on success; exit 2 with one line on stderr
+// (and nothing on stdout) for any invalid input.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "circlerope/age.h"
+#include "circlerope/circle.h"
+#include "circlerope/ptd.h"
+#include "report.h"
+#include "request.h"
+#include "svg_plot.h"
+#include "workload.h"
+
+namespace {
+
+using namespace circlerope;
+using namespace circlerope::cli;
+using nlohmann::json;
+
+// ------------------------------------------------------------ options ---
+
+struct CircleFlags {
+  std::string radius, move_to_positive;
+  double alpha = 0.5, dff_rate = 0;
+  bool no_move_to_origin = false;
+  std::vector<CLI::Option*> options;
+
+  void add(CLI::App* app) {
+    options = {app->add_option("--radius", radius, "Circle-RoPE radius: a number > 0, auto or auto-k [10]"),
+               app->add_option("--alpha", alpha, "weight of the polar angle vs the raster angle, 0..1 [0.5]"),
+               app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles"),
+               app->add_option("--dff-rate", dff_rate, "blend towards the un-ringed grid, 0..1 [0]"),
+               app->add_option("--move-to-positive", move_to_positive,
+                               "shift the ring to positive values: auto or an offset")};
+  }
+  bool any() const {
+    return std::any_of(options.begin(), options.end(), [](const CLI::Option* o) { return o->count() > 0; });
+  }
+  // The paper's setting, overridden by the flags given; validated the way a
+  // request's "circle" object is, so messages match.
+  CircleConfig config() const {
+    json c = {{"radius", 10.0}, {"alpha", alpha}, {"move_to_origin", !no_move_to_origin}, {"dff_rate", dff_rate}};
+    if (!radius.empty()) {
+      char* end = nullptr;
+      const double r = std::strtod(radius.c_str(), &end);
+      c["radius"] = (end && *end == '\0') ? json(r) : json(radius);
+    }
+    if (!move_to_positive.empty()) {
+      char* end = nullptr;
+      const double o = std::strtod(move_to_positive.c_str(), &end);
+      c["move_to_positive"] = (end && *end == '\0') ? json(o) : json(move_to_positive);
+    }
+    try {
+      return parse_circle_config(c);
+    } catch (const Error& e) {  // name the flag, not the JSON key
+      std::string m = e.what();
+      if (m.rfind("request.circle: ", 0) == 0) {
+        m = m.substr(16);
+      } else if (m.rfind("request.circle.", 0) == 0) {
+        m = "--" + m.substr(15);
+        std::replace(m.begin(), m.begin() + static_cast<long>(m.find(':')), '_', '-');
+      }
+      throw Error(m);
+    }
+  }
+};
+
+struct RotaryFlags {
+  double theta = 1e6;
+  int rotary_dim = 128;
+  std::string layout = "chunked";
+  std::string sections = "16,24,24";
+
+  void add(CLI::App* app) {
+    app->add_option("--theta", theta, "rope_theta [1e6]");
+    app->add_option("--rotary-dim", rotary_dim, "rotary dimension D [128]");
+    app->add_option("--freq-layout", layout, "chunked | interleaved | single [chunked]");
+    app->add_option("--sections", sections, "mrope sections t,h,w summing to D/2 [16,24,24]");
+  }
+  RotaryConfig config() const {
+    RotaryConfig r;
+    r.theta = theta;
+    r.rotary_dim = rotary_dim;
+    r.layout = parse_frequency_layout(layout);
+    std::istringstream in(sections);
+    std::string part;
+    int i = 0;
+    while (std::getline(in, part, ',')) {
+      if (i >= 3) throw Error("--sections '" + sections + "': expected three integers t,h,w");
+      try {
+        size_t used = 0;
+        r.sections[i++] = std::stoi(part, &used);
+        if (used != part.size()) throw 0;
+      } catch (...) {
+        throw Error("--sections '" + sections + "': '" + part + "' is not an integer");
+      }
+    }
+    if (i != 3) throw Error("--sections '" + sections + "': expected three integers t,h,w");
+    validate(r);
+    return r;
+  }
+};
+
+// Where the tokens come from: a JSON request or a token-free layout.
+struct Source {
+  std::string request_path;
+  std::string layout;
+
+  void add(CLI::App* app) {
+    auto* r = app->add_option("--request", request_path, "request JSON file (format of shared/golden), - for stdin");
+    auto* l = app->add_option("--layout", layout, "token-free layout, e.g. text:5,image:6x6,video:4x6x6@0.5,text:4");
+    r->excludes(l);
+  }
+  bool from_request() const { return !request_path.empty(); }
+
+  Request request() const {
+    std::string text;
+    if (request_path == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    } else {
+      std::ifstream in(request_path, std::ios::binary);
+      if (!in) throw Error("cannot read request file '" + request_path + "'");
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    return parse_request_text(text);
+  }
+
+  // Positions of the source under `geometry`; for a request, its own arrays.
+  Positions positions(const Geometry& geometry, const Request* request) const {
+    if (request) return rope_index(request->input(), request->vision, geometry);
+    if (layout.empty()) throw Error("give --request FILE or --layout LAYOUT");
+    return layout_positions(parse_layout(layout), VisionConfig{}, geometry);
+  }
+};
+
+std::vector<Scheme> parse_scheme_list(const std::string& text) {
+  if (text == "all") return {kAllSchemes.begin(), kAllSchemes.end()};
+  std::vector<Scheme> out;
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) out.push_back(parse_scheme(part));
+  if (out.empty()) throw Error("--schemes is empty (use all or a list like circle,mrope)");
+  return out;
+}
+
+void check_format(const std::string& format) {
+  if (format != "table" && format != "json")
+    throw Error("--format '" + format + "': expected table or json");
+}
+
+// SPEC 3: with alpha = 1 distinct cells can land on the same point. We keep
+// the reference's behaviour but say so.
+void warn_collisions(const Positions& p, const Geometry& g) {
+  if (g.scheme != Scheme::circle) return;
+  for (const BlockInfo& b : p.blocks) {
+    std::vector<std::array<float, 3>> pts;
+    for (int64_t s = b.begin; s < b.begin + b.hm * b.wm; ++s)  // first frame; later ones are translations
+      pts.push_back({p.at(0, b.row, s), p.at(1, b.row, s), p.at(2, b.row, s)});
+    std::sort(pts.begin(), pts.end());
+    const auto same = [](const auto& x, const auto& y) {
+      return std::fabs(x[0] - y[0]) < 1e-4f && std::fabs(x[1] - y[1]) < 1e-4f && std::fabs(x[2] - y[2]) < 1e-4f;
+    };
+    const auto distinct = std::unique(pts.begin(), pts.end(), same) - pts.begin();
+    if (distinct < static_cast<long>(b.hm * b.wm))
+      std::cerr << "circlerope: warning: " << (b.is_video ? "video " : "image ") << b.grid_index << " of row "
+                << b.row << " (" << b.hm << "x" << b.wm << "): " << b.hm * b.wm - distinct
+                << " cells share a position with another cell (alpha=" << g.circle.alpha
+                << "; the reference does the same)\n";
+  }
+}
+
+template <typename F>
+double median_ns(F&& body, double min_seconds = 0.2) {
+  using clock = std::chrono::steady_clock;
+  body();  // warm-up
+  int64_t per_sample = 1;
+  for (;;) {  // samples of at least ~10 ms each
+    const auto t0 = clock::now();
+    for (int64_t i = 0; i < per_sample; ++i) body();
+    if (std::chrono::duration<double>(clock::now() - t0).count() > 0.01 || per_sample > (1 << 24)) break;
+    per_sample *= 2;
+  }
+  std::vector<double> samples;
+  const auto start = clock::now();
+  while (samples.size() < 5 || std::chrono::duration<double>(clock::now() - start).count() < min_seconds) {
+    const auto t0 = clock::now();
+    for (int64_t i = 0; i < per_sample; ++i) body();
+    samples.push_back(std::chrono::duration<double, std::nano>(clock::now() - t0).count() /
+                      static_cast<double>(per_sample));
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+// ------------------------------------------------------------ commands ---
+
+std::vector<SchemeMetrics> all_metrics(const std::vector<Scheme>& schemes, const CircleConfig& circle,
+                                       const Source& source, const Request* request,
+                                       const RotaryConfig& rotary, Positions* first = nullptr) {
+  std::vector<SchemeMetrics> out;
+  for (Scheme s : schemes) {
+    const Geometry g{s, circle};
+    const Positions p = source.positions(g, request);
+    out.push_back({g, coupling_metrics(p, s, rotary)});
+    if (first && out.size() == 1) *first = p;
+  }
+  return out;
+}
+
+std::string write_plot(const std::string& path, const std::vector<Scheme>& schemes, const CircleConfig& circle,
+                       const Source& source, const Request* request, const RotaryConfig& rotary, int64_t row) {
+  if (path.size() < 4 || path.substr(path.size() - 4) != ".svg")
+    throw Error("--out '" + path + "': pictures are written as SVG; give a file name ending in .svg");
+  std::vector<Positions> positions;
+  std::vector<PlotPanel> panels;
+  positions.reserve(schemes.size());
+  for (Scheme s : schemes) {
+    const Geometry g{s, circle};
+    positions.push_back(source.positions(g, request));
+    if (row < 0 || row >= positions.back().batch)
+      throw Error("--row " + std::to_string(row) + " is out of range (batch " +
+                  std::to_string(positions.back().batch) + ")");
+    const CouplingMetrics m = coupling_metrics(positions.back(), s, rotary);
+    panels.push_back({describe(g), "PTD " + fixed(m.ptd, 3) + "  ·  RoPE kernel dev " +
+                                       fixed(m.rope_kernel_deviation, 3),
+                      &positions.back(), row});
+  }
+  const std::string svg = render_svg(panels);
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !(out << svg) || !out.flush()) throw Error("cannot write '" + path + "'");
+  return path;
+}
+
+int run_demo(const std::string& out_path) {
+  const CircleConfig circle;  // the paper's setting
+  const Request request = demo_request({Scheme::circle, circle});
+  const Geometry g{Scheme::circle, circle};
+  const Positions p = rope_index(request.input(), request.vision, g);
+  std::cout << "circlerope demo — " << kDemoDescription << "\n"
+            << request.seq_len << " tokens; geometry " << describe(g) << "\n\n"
+            << "Vision blocks (positions are anchor + ring; every text token is equidistant from a ring):\n"
+            << blocks_table(p, g) << "\n";
+
+  std::cout << "Text around the blocks (first/last text token, next decode position):\n";
+  const int64_t last = p.seq_len - 1;
+  std::cout << "  token 0: " << fixed(p.at(0, 0, 0), 3) << ", token " << last << ": ("
+            << fixed(p.at(0, 0, last), 3) << ", " << fixed(p.at(1, 0, last), 3) << ", " << fixed(p.at(2, 0, last), 3)
+            << "), rope_delta " << fixed(p.rope_deltas[0], 4) << ", next token (cache position " << p.seq_len
+            << ") at " << fixed(decode_positions(p.rope_deltas, p.seq_len, 1)[0], 4) << "\n\n";
+
+  const Source source;  // positions come from `request`
+  const RotaryConfig rotary;
+  std::vector<Scheme> schemes(kAllSchemes.begin(), kAllSchemes.end());
+  std::cout << "Coupling of text to each block (PTD: index-space distance spread; RoPE kernel dev: "
+               "what attention logits see; Qwen2.5-VL rotary, theta 1e6, D 128, sections 16/24/24):\n"
+            << metrics_table(all_metrics(schemes, circle, source, &request, rotary)) << "\n";
+
+  write_plot(out_path, schemes, circle, source, &request, rotary, 0);
+  std::cout << "Picture of the four geometries: " << out_path << "\n\n";
+
+  std::vector<float> ids(static_cast<size_t>(3 * request.seq_len)), deltas(1);
+  const double demo_ns = median_ns([&] { rope_index_into(request.input(), request.vision, g, ids, deltas); });
+  const Request batch = benchmark_batch(g);
+  std::vector<float> bids(static_cast<size_t>(3 * batch.batch * batch.seq_len)), bdeltas(static_cast<size_t>(batch.batch));
+  const double batch_ns = median_ns([&] { rope_index_into(batch.input(), batch.vision, g, bids, bdeltas); });
+  std::cout << "Position computation time (median, this machine):\n"
+            << "  this prompt (" << request.seq_len << " tokens, circle): " << fixed(demo_ns / 1000, 2) << " us\n"
+            << "  benchmark batch (" << kBenchmarkShape << ", circle): " << fixed(batch_ns / 1000, 2) << " us\n";
+  return 0;
+}
+
+int run_bench_positions(const std::string& format, double min_seconds) {
+  json rows = json::array();
+  for (Scheme s : {Scheme::circle, Scheme::mrope}) {
+    const Geometry g{s, CircleConfig{}};
+    const Request batch = benchmark_batch(g);
+    std::vector<float> ids(static_cast<size_t>(3 * batch.batch * batch.seq_len)), deltas(static_cast<size_t>(batch.batch));
+    const double ns = median_ns([&] { rope_index_into(batch.input(), batch.vision, g, ids, deltas); }, min_seconds);
+    rows.push_back({{"scheme", to_string(s)},
+                    {"batch", batch.batch},
+                    {"seq_len", batch.seq_len},
+                    {"ns_per_batch", ns},
+                    {"ns_per_token", ns / static_cast<double>(batch.batch * batch.seq_len)}});
+  }
+  if (format == "json") {
+    std::cout << json{{"benchmark", "positions"}, {"shape", kBenchmarkShape}, {"results", rows}}.dump(2) << "\n";
+  } else {
+    std::cout << "positions for " << kBenchmarkShape << " (median):\n";
+    for (const json& r : rows)
+      std::cout << "  " << r["scheme"].get<std::string>() << ": " << fixed(r["ns_per_batch"].get<double>(), 0)
+                << " ns per batch (" << fixed(r["ns_per_batch"].get<double>() / 1000, 2) << " us, "
+                << fixed(r["ns_per_token"].get<double>(), 2) << " ns per token)\n";
+  }
+  return 0;
+}
+
+std::string one_line(std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return message;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"circlerope: Circle-RoPE positions, metrics and pictures for vision-language models"};
+  app.require_subcommand(1);
+
+  // positions
+  auto* positions = app.add_subcommand("positions", "3-axis positions and rope_deltas of a request or layout");
+  Source pos_source;
+  CircleFlags pos_circle;
+  std::string pos_scheme, pos_format;
+  int64_t pos_decode = 0, pos_row = 0;
+  pos_source.add(positions);
+  pos_circle.add(positions);
+  positions->add_option("--scheme", pos_scheme, "vanilla | unordered | mrope | circle (layouts; default circle)");
+  positions->add_option("--format", pos_format, "table | json (default: json for --request, table for --layout)");
+  positions->add_option("--decode", pos_decode, "also give the positions of the next N decoded tokens");
+  positions->add_option("--row", pos_row, "row of the batch for the table [0]");
+
+  // ptd
+  auto* ptd = app.add_subcommand("ptd", "PTD and RoPE kernel deviation for every scheme, side by side");
+  Source ptd_source;
+  CircleFlags ptd_circle;
+  RotaryFlags ptd_rotary;
+  std::string ptd_schemes = "all", ptd_format = "table";
+  ptd_source.add(ptd);
+  ptd_circle.add(ptd);
+  ptd_rotary.add(ptd);
+  ptd->add_option("--schemes", ptd_schemes, "all or a comma list [all]");
+  ptd->add_option("--format", ptd_format, "table | json [table]");
+
+  // plot
+  auto* plot = app.add_subcommand("plot", "an SVG picture of the 3-D positions (text axis, rings, cones)");
+  Source plot_source;
+  CircleFlags plot_circle;
+  RotaryFlags plot_rotary;
+  std::string plot_scheme, plot_schemes, plot_out;
+  int64_t plot_row = 0;
+  plot_source.add(plot);
+  plot_circle.add(plot);
+  auto* plot_scheme_opt = plot->add_option("--scheme", plot_scheme, "one scheme [circle]");
+  plot->add_option("--schemes", plot_schemes, "all or a comma list: one panel each")->excludes(plot_scheme_opt);
+  plot->add_option("--out", plot_out, "output file (.svg)")->required();
+  plot->add_option("--row", plot_row, "row of the batch [0]");
+
+  // plan
+  auto* plan = app.add_subcommand("plan", "the geometry of every layer under an AGE plan");
+  std::string plan_spec = "alternate", plan_format = "table";
+  int plan_layers = 36;
+  plan->add_option("--plan", plan_spec, "all | lower | upper | alternate | strategy_1..4 | a C/M/V/U pattern [alternate]");
+  plan->add_option("--layers", plan_layers, "number of layers [36, Qwen2.5-VL-3B]");
+  plan->add_option("--format", plan_format, "table | json [table]");
+
+  // demo
+  auto* demo = app.add_subcommand("demo", "the main job on an embedded Qwen-style prompt with two images and a video");
+  std::string demo_out = "circlerope-demo.svg";
+  demo->add_option("--out", demo_out, "where to write the picture [circlerope-demo.svg]");
+
+  // bench
+  auto* bench = app.add_subcommand("bench", "timings on this machine");
+  bench->require_subcommand(1);
+  auto* bench_positions = bench->add_subcommand("positions", "positions for the benchmark batch, circle and mrope");
+  std::string bench_format = "table";
+  double bench_seconds = 0.5;
+  bench_positions->add_option("--format", bench_format, "table | json [table]");
+  bench_positions->add_option("--min-seconds", bench_seconds, "time spent per scheme [0.5]");
+
+  try {
+    if (argc > 1 && argv[1][0] != '-') {
+      bool known = false;
+      for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
+      if (!known)
+        throw Error(std::string("unknown command '") + argv[1] + "' (expected positions, ptd, plot, plan, demo or bench)");
+    }
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      throw Error(e.what());
+    }
+
+    if (*positions) {
+      if (pos_source.from_request()) {
+        if (!pos_scheme.empty() || pos_circle.any())
+          throw Error("--scheme and circle options cannot be combined with --request (the request holds them)");
+        const Request r = pos_source.request();
+        const Positions p = rope_index(r.input(), r.vision, r.geometry);
+        warn_collisions(p, r.geometry);
+        if (pos_format.empty() || pos_format == "json") {
+          std::cout << positions_json(p, pos_decode).dump() << "\n";
+        } else {
+          check_format(pos_format);
+          if (pos_row < 0 || pos_row >= p.batch) throw Error("--row " + std::to_string(pos_row) + " is out of range");
+          std::cout << positions_table(p, r.geometry, pos_row);
+        }
+      } else {
+        const Geometry g{pos_scheme.empty() ? Scheme::circle : parse_scheme(pos_scheme), pos_circle.config()};
+        if (pos_format.empty()) pos_format = "table";
+        check_format(pos_format);
+        const Positions p = pos_source.positions(g, nullptr);
+        warn_collisions(p, g);
+        if (pos_format == "json") std::cout << positions_json(p, pos_decode).dump() << "\n";
+        else std::cout << positions_table(p, g, 0);
+      }
+    } else if (*ptd) {
+      check_format(ptd_format);
+      const std::vector<Scheme> schemes = parse_scheme_list(ptd_schemes);
+      const RotaryConfig rotary = ptd_rotary.config();
+      Request r;
+      CircleConfig circle = ptd_circle.config();
+      if (ptd_source.from_request()) {
+        if (ptd_circle.any()) throw Error("circle options cannot be combined with --request (its \"circle\" object holds them)");
+        r = ptd_source.request();
+        circle = r.geometry.circle;
+      }
+      Positions first;
+      const auto metrics = all_metrics(schemes, circle, ptd_source, ptd_source.from_request() ? &r : nullptr,
+                                       rotary, &first);
+      if (ptd_format == "json") std::cout << metrics_json(metrics, first).dump(2) << "\n";
+      else std::cout << metrics_table(metrics);
+    } else if (*plot) {
+      std::vector<Scheme> schemes = plot_schemes.empty()
+                                        ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : parse_scheme(plot_scheme)}
+                                        : parse_scheme_list(plot_schemes);
+      Request r;
+      CircleConfig circle = plot_circle.config();
+      if (plot_source.from_request()) {
+        if (plot_circle.any()) throw Error("circle options cannot be combined with --request (its \"circle\" object holds them)");
+        r = plot_source.request();
+        circle = r.geometry.circle;
+      }
+      const std::string path = write_plot(plot_out, schemes, circle, plot_source,
+                                          plot_source.from_request() ? &r : nullptr, plot_rotary.config(), plot_row);
+      std::cout << "wrote " << path << " (" << schemes.size() << " panel" << (schemes.size() == 1 ? "" : "s") << ")\n";
+    } else if (*plan) {
+      check_format(plan_format);
+      const AgePlan p = make_age_plan(plan_spec, plan_layers);
+      if (plan_format == "json") {
+        json layers = json::array();
+        for (int l = 0; l < p.layers(); ++l) layers.push_back(to_string(p.layer_scheme(l)));
+        json distinct = json::array();
+        for (Scheme s : p.schemes) distinct.push_back(to_string(s));
+        std::cout << json{{"plan", plan_spec}, {"pattern", p.pattern()}, {"layers", layers},
+                          {"distinct_geometries", distinct}}.dump() << "\n";
+      } else {
+        std::cout << "plan " << plan_spec << ", " << p.layers() << " layers: " << p.pattern() << "\n"
+                  << p.schemes.size() << " distinct geometr" << (p.schemes.size() == 1 ? "y" : "ies")
+                  << " (positions computed once each):";
+        for (Scheme s : p.schemes) std::cout << " " << to_string(s);
+        std::cout << "\n";
+      }
+    } else if (*demo) {
+      return run_demo(demo_out);
+    } else if (*bench_positions) {
+      check_format(bench_format);
+      if (!(bench_seconds > 0 && bench_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
+      return run_bench_positions(bench_format, bench_seconds);
+    }
+  } catch (const std::exception& e) {  // Error, and std::bad_alloc / JSON errors just in case
+    std::cout.flush();
+    std::cerr << "circlerope: " << one_line(e.what()) << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,288 @@
+// The `circlerope` command, run as a process: outputs, exit codes, messages.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using nlohmann::json;
+using testing::HasSubstr;
+namespace fs = std::filesystem;
+
+constexpr double kGoldenTolerance = 1e-4;  // golden/README.md
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+class Cli : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("circlerope_cli_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path file(const std::string& name, const std::string& content) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+  // Runs `circlerope ARGS` (ARGS already shell-quoted), optionally with stdin.
+  Outcome run(const std::string& args, const std::string& stdin_text = "") {
+    const fs::path in = file("stdin.txt", stdin_text), out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    const std::string cmd = std::string("cd '") + dir_.string() + "' && '" + CIRCLEROPE_CLI_PATH + "' " + args +
+                            " <'" + in.string() + "' >'" + out.string() + "' 2>'" + err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  // Invalid input: exit 2, nothing on stdout, exactly one line on stderr.
+  void expect_rejected(const Outcome& r, const std::string& fragment) {
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_THAT(r.err, HasSubstr(fragment));
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+    EXPECT_EQ(r.err.rfind("circlerope: ", 0), 0u) << r.err;
+  }
+
+  fs::path dir_;
+};
+
+json golden_cases() { return json::parse(slurp(CIRCLEROPE_GOLDEN_FILE))["cases"]; }
+
+void expect_positions_match(const json& expected, const json& got) {
+  ASSERT_EQ(got["position_ids"].size(), 3u);
+  for (size_t a = 0; a < 3; ++a)
+    for (size_t b = 0; b < expected["position_ids"][a].size(); ++b)
+      for (size_t s = 0; s < expected["position_ids"][a][b].size(); ++s) {
+        const double e = expected["position_ids"][a][b][s], g = got["position_ids"][a][b][s];
+        ASSERT_LE(std::fabs(e - g), kGoldenTolerance * std::max(1.0, std::fabs(e)))
+            << "axis " << a << " row " << b << " token " << s;
+      }
+  for (size_t b = 0; b < expected["rope_deltas"].size(); ++b)
+    EXPECT_NEAR(expected["rope_deltas"][b].get<double>(), got["rope_deltas"][b].get<double>(), kGoldenTolerance);
+}
+
+TEST_F(Cli, PositionsRequestMatchesEveryGoldenCase) {
+  for (const json& c : golden_cases()) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const fs::path request = file("request.json", c["request"].dump());
+    const Outcome r = run("positions --request '" + request.string() + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    expect_positions_match(c["expected"], json::parse(r.out));
+  }
+}
+
+TEST_F(Cli, PositionsRequestFromStdin) {
+  const json c = golden_cases()[0];
+  const Outcome r = run("positions --request -", c["request"].dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_positions_match(c["expected"], json::parse(r.out));
+}
+
+TEST_F(Cli, PositionsDecodeContinuesAfterThePrompt) {
+  const json c = golden_cases()[0];
+  const Outcome r = run("positions --request - --decode 3", c["request"].dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json out = json::parse(r.out);
+  double last_max = 0;
+  for (const json& axis : out["position_ids"])
+    for (const json& v : axis[0]) last_max = std::max(last_max, v.get<double>());
+  for (size_t a = 0; a < 3; ++a)
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(out["decode_position_ids"][a][0][i].get<double>(), last_max + 1 + static_cast<double>(i), 1e-4);
+}
+
+TEST_F(Cli, PositionsLayoutTableAndJson) {
+  Outcome r = run("positions --layout text:2,image:2x2,text:1 --scheme mrope");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("image 0 (1,1)"));
+  EXPECT_THAT(r.out, HasSubstr("rope_delta"));
+  r = run("positions --layout text:2,image:2x2,text:1 --scheme mrope --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json out = json::parse(r.out);
+  // text 0,1; image at anchor 2: (2,2,2) (2,2,3) (2,3,2) (2,3,3); text at 4.
+  const std::vector<double> h = {0, 1, 2, 2, 3, 3, 4}, w = {0, 1, 2, 3, 2, 3, 4};
+  for (size_t s = 0; s < 7; ++s) {
+    EXPECT_EQ(out["position_ids"][1][0][s].get<double>(), h[s]);
+    EXPECT_EQ(out["position_ids"][2][0][s].get<double>(), w[s]);
+  }
+  EXPECT_EQ(out["rope_deltas"][0].get<double>(), -2.0);
+}
+
+TEST_F(Cli, PtdPaperToyAllSchemes) {
+  const Outcome r = run("ptd --layout text:5,image:3x3 --schemes all --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json m = json::parse(r.out);
+  EXPECT_NEAR(m["vanilla"]["ptd"].get<double>(), 20.0 / 9.0, 1e-9);
+  EXPECT_NEAR(m["unordered"]["ptd"].get<double>(), 0.0, 1e-12);
+  EXPECT_NEAR(m["circle"]["ptd"].get<double>(), 0.0, 1e-5);
+  EXPECT_GT(m["mrope"]["ptd"].get<double>(), 0.4);
+  EXPECT_NEAR(m["unordered"]["rope_kernel_deviation"].get<double>(), 0.0, 1e-12);
+  EXPECT_GT(m["circle"]["rope_kernel_deviation"].get<double>(), 0.0);
+  EXPECT_EQ(m["circle"]["blocks"].size(), 1u);
+}
+
+TEST_F(Cli, PtdTableFromRequest) {
+  const fs::path request = file("request.json", golden_cases()[0]["request"].dump());
+  const Outcome r = run("ptd --request '" + request.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"vanilla", "unordered", "mrope", "circle", "PTD"}) EXPECT_THAT(r.out, HasSubstr(s));
+}
+
+TEST_F(Cli, PlotWritesSvgWithOnePanelPerScheme) {
+  Outcome r = run("plot --layout text:5,image:6x6,text:4 --scheme circle --out one.svg");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string one = slurp(dir_ / "one.svg");
+  EXPECT_THAT(one, HasSubstr("<svg"));
+  EXPECT_THAT(one, HasSubstr("</svg>"));
+  r = run("plot --layout text:5,image:6x6,text:4 --schemes all --out all.svg");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string all = slurp(dir_ / "all.svg");
+  for (const char* s : {"vanilla", "unordered", "mrope", "circle"}) EXPECT_THAT(all, HasSubstr(s));
+}
+
+TEST_F(Cli, DemoRunsAndWritesItsPicture) {
+  const Outcome r = run("demo --out demo.svg");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"video 0", "image 1", "PTD", "demo.svg", " us"}) EXPECT_THAT(r.out, HasSubstr(s));
+  EXPECT_THAT(slurp(dir_ / "demo.svg"), HasSubstr("</svg>"));
+}
+
+TEST_F(Cli, BenchPositionsJson) {
+  const Outcome r = run("bench positions --format json --min-seconds 0.01");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json b = json::parse(r.out);
+  ASSERT_EQ(b["results"].size(), 2u);
+  for (const json& row : b["results"]) {
+    EXPECT_GT(row["ns_per_batch"].get<double>(), 0);
+    EXPECT_EQ(row["batch"].get<int>(), 8);
+    EXPECT_EQ(row["seq_len"].get<int>(), 814);
+  }
+}
+
+TEST_F(Cli, PlanPrintsEveryLayer) {
+  const Outcome r = run("plan --plan alternate --layers 5 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["pattern"], "CMCMC");
+}
+
+TEST_F(Cli, WarnsWhenAlphaOneMakesCellsCollide) {
+  // 3x3 centred grid, alpha 1: the centre cell's polar angle (0) equals the
+  // angle of the cell right of it, so both land on the same ring point.
+  const Outcome r = run("positions --layout text:1,image:3x3 --alpha 1");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("warning"));
+}
+
+TEST_F(Cli, HelpExitsZero) {
+  const Outcome r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("positions"));
+}
+
+// ---------------------------------------------------------------- errors ---
+
+json request_with(const std::function<void(json&)>& edit) {
+  json r = golden_cases()[2]["request"];  // mrope: an image and a video
+  edit(r);
+  return r;
+}
+
+struct BadRequest {
+  const char* name;
+  std::function<void(json&)> edit;
+  const char* fragment;
+};
+
+TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
+  const std::vector<BadRequest> cases = {
+      {"h not divisible", [](json& r) { r["image_grid_thw"][0][1] = 5; }, "h=5 is not divisible by spatial_merge_size=2"},
+      {"w not divisible", [](json& r) { r["video_grid_thw"][0][2] = 7; }, "w=7 is not divisible"},
+      {"zero side", [](json& r) { r["image_grid_thw"][0][0] = 0; }, "every side must be >= 1"},
+      {"negative side", [](json& r) { r["image_grid_thw"][0][2] = -4; }, "every side must be >= 1"},
+      {"more blocks than grids", [](json& r) { r["video_grid_thw"] = json::array(); r["second_per_grid_ts"] = nullptr; }, "video_grid_thw has only 0 entries"},
+      {"fewer blocks than grids", [](json& r) { r["image_grid_thw"].push_back({1, 2, 2}); }, "image_grid_thw has 2 entries but input_ids hold 1 image block"},
+      {"too few tokens", [](json& r) { r["image_grid_thw"][0] = {1, 4, 8}; }, "too few tokens"},
+      {"too many tokens", [](json& r) { r["image_grid_thw"][0] = {1, 2, 8}; }, "too small"},
+      {"second_per_grid_ts short", [](json& r) { r["second_per_grid_ts"] = json::array(); }, "second_per_grid_ts: has 0 entries but video_grid_thw has 1"},
+      {"second_per_grid_ts negative", [](json& r) { r["second_per_grid_ts"] = {-1.0}; }, "second_per_grid_ts[0] must be finite and >= 0"},
+      {"mask shape", [](json& r) { r["attention_mask"][0].erase(0); }, "shape [1, 30] does not match input_ids [1, 31]"},
+      {"mask rows", [](json& r) { r["attention_mask"].push_back(r["attention_mask"][0]); }, "does not match input_ids"},
+      {"mask value", [](json& r) { r["attention_mask"][0][3] = 2; }, "attention_mask[0][3] = 2"},
+      {"ragged input_ids", [](json& r) { r["input_ids"].push_back({1, 2}); }, "input_ids[1]: has 2 values"},
+      {"stray image token", [](json& r) { r["input_ids"][0][0] = 151655; }, "outside a vision block"},
+      {"unknown scheme", [](json& r) { r["scheme"] = "spiral"; }, "unknown scheme 'spiral'"},
+      {"unknown key", [](json& r) { r["image_grid"] = json::array(); }, "request.image_grid: unknown key"},
+      {"alpha out of range", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"alpha", 1.5}}; }, "alpha must be in [0, 1] (got 1.5)"},
+      {"radius zero", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 0}}; }, "radius must be a finite number > 0"},
+      {"radius infinite", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", "__INF__"}}; }, "number overflow parsing '1e999'"},
+      {"radius word", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", "automatic"}}; }, "\"auto-k\""},
+      {"radius missing", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"alpha", 0.5}}; }, "request.circle.radius: missing"},
+      {"auto-k zero", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", "auto-0"}}; }, "scale k"},
+      {"dff out of range", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"dff_rate", 2}}; }, "dff_rate must be in [0, 1]"},
+      {"positive word", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"move_to_positive", "yes"}}; }, "move_to_positive"},
+      {"method", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"method", "no_circle"}}; }, "only \"circle\""},
+      {"merge size", [](json& r) { r["vision"]["spatial_merge_size"] = 0; }, "spatial_merge_size must be >= 1"},
+      {"tokens per second", [](json& r) { r["vision"]["tokens_per_second"] = -2; }, "tokens_per_second must be finite and > 0"},
+      {"time mode", [](json& r) { r["vision"]["time"] = "frames"; }, "vision.time"},
+      {"grid not a triple", [](json& r) { r["image_grid_thw"][0] = {1, 4}; }, "image_grid_thw[0]: expected [t, h, w]"},
+      {"float token", [](json& r) { r["input_ids"][0][1] = 1.5; }, "input_ids[0][1]: expected an integer"},
+  };
+  for (const BadRequest& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string text = request_with(c.edit).dump();
+    // JSON has no infinity; an overflowing literal is how one arrives.
+    if (const size_t at = text.find("\"__INF__\""); at != std::string::npos) text.replace(at, 9, "1e999");
+    expect_rejected(run("positions --request -", text), c.fragment);
+  }
+}
+
+TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
+  expect_rejected(run("positions --request -", "{\"input_ids\": [[1, 2"), "not valid JSON");
+  expect_rejected(run("positions --request missing.json"), "cannot read request file 'missing.json'");
+  expect_rejected(run("positions --layout text:5,image:6"), "layout item 1 'image:6'");
+  expect_rejected(run("positions --layout text:5 --scheme spiral"), "unknown scheme 'spiral'");
+  expect_rejected(run("positions --layout text:5 --alpha 3"), "alpha must be in [0, 1] (got 3)");
+  expect_rejected(run("positions --layout text:5 --radius -2"), "radius must be a finite number > 0");
+  expect_rejected(run("positions --layout text:5 --format xml"), "--format 'xml'");
+  expect_rejected(run("positions --request - --scheme mrope", golden_cases()[0]["request"].dump()), "cannot be combined");
+  expect_rejected(run("positions"), "give --request FILE or --layout LAYOUT");
+  expect_rejected(run("ptd --layout text:5,image:3x3 --rotary-dim 7"), "rotary dim must be even");
+  expect_rejected(run("ptd --layout text:5,image:3x3 --sections 1,2"), "expected three integers");
+  expect_rejected(run("ptd --layout text:5,image:3x3 --schemes circle,spiral"), "unknown scheme 'spiral'");
+  expect_rejected(run("plot --layout text:5,image:3x3 --out x.png"), "ending in .svg");
+  expect_rejected(run("plot --layout text:5,image:3x3"), "--out");
+  expect_rejected(run("plan --plan CMX --layers 4"), "letter 2 'X'");
+  expect_rejected(run("plan --layers 0"), "1..100000 layers");
+  expect_rejected(run("positions --layout text:5 --alpha nan"), "--alpha: expected a finite number (got nan)");
+  expect_rejected(run("frobnicate"), "unknown command 'frobnicate'");
+  expect_rejected(run(""), "subcommand");
+}
+
+}  // namespace

@@ -1,0 +1,70 @@
+// The published reference's positions (../shared/golden, copied to tests/data).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "request.h"
+
+namespace {
+
+using nlohmann::json;
+
+// golden/README.md: 1e-4 absolute or relative, whichever is larger (the
+// reference computes in float32; we compute in double and round once).
+constexpr double kGoldenTolerance = 1e-4;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+json golden_cases() { return json::parse(slurp(CIRCLEROPE_GOLDEN_FILE))["cases"]; }
+
+bool close(double expected, double got) {
+  return std::fabs(expected - got) <= kGoldenTolerance * std::max(1.0, std::fabs(expected));
+}
+
+TEST(Golden, CopyMatchesSharedOriginal) {
+  const std::string shared = slurp(CIRCLEROPE_SHARED_GOLDEN_FILE);
+  if (shared.empty()) GTEST_SKIP() << "no ../shared/golden here (a CI clone); the copy in tests/data is used";
+  EXPECT_EQ(json::parse(shared), json::parse(slurp(CIRCLEROPE_GOLDEN_FILE)))
+      << "tests/data/reference_positions.json is stale: copy ../shared/golden/reference_positions.json";
+}
+
+TEST(Golden, HasCases) { EXPECT_GE(golden_cases().size(), 4u); }
+
+TEST(Golden, EveryCaseMatchesTheReference) {
+  for (const json& c : golden_cases()) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const auto request = circlerope::cli::parse_request(c["request"]);
+    const auto p = circlerope::rope_index(request.input(), request.vision, request.geometry);
+    const json& expected = c["expected"];
+    ASSERT_EQ(expected["position_ids"].size(), 3u);
+    ASSERT_EQ(static_cast<int64_t>(expected["rope_deltas"].size()), p.batch);
+    int mismatches = 0;
+    for (int axis = 0; axis < 3; ++axis)
+      for (int64_t b = 0; b < p.batch; ++b) {
+        ASSERT_EQ(static_cast<int64_t>(expected["position_ids"][axis][b].size()), p.seq_len);
+        for (int64_t s = 0; s < p.seq_len; ++s) {
+          const double e = expected["position_ids"][axis][b][s].get<double>();
+          if (!close(e, p.at(axis, b, s)) && ++mismatches <= 10)
+            ADD_FAILURE() << "axis " << axis << " row " << b << " token " << s << ": expected " << e
+                          << ", got " << p.at(axis, b, s);
+        }
+      }
+    EXPECT_EQ(mismatches, 0);
+    for (int64_t b = 0; b < p.batch; ++b)
+      EXPECT_PRED2(close, expected["rope_deltas"][b].get<double>(), p.rope_deltas[b]) << "row " << b;
+  }
+}
+
+// The reference differs from us on purpose nowhere in these cases: the CLI
+// must give the same numbers as the library (checked in test_cli.cpp).
+
+}  // namespace
