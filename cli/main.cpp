@@ -233,7 +233,7 @@ std::string write_plot(const std::string& path, const std::vector<Scheme>& schem
                   std::to_string(positions.back().batch) + ")");
     const CouplingMetrics m = coupling_metrics(positions.back(), s, rotary);
     panels.push_back({describe(g), "PTD " + fixed(m.ptd, 3) + "  ·  RoPE kernel dev " +
-                                       fixed(m.rope_kernel_deviation, 3),
+                                       fixed(m.rope_kernel_deviation, 4),
                       &positions.back(), row});
   }
   const std::string svg = render_svg(panels);

@@ -249,7 +249,7 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
       {"positive word", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"move_to_positive", "yes"}}; }, "move_to_positive"},
       {"method", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"method", "no_circle"}}; }, "only \"circle\""},
       {"merge size", [](json& r) { r["vision"]["spatial_merge_size"] = 0; }, "spatial_merge_size must be >= 1"},
-      {"tokens per second", [](json& r) { r["vision"]["tokens_per_second"] = -2; }, "tokens_per_second must be finite and > 0"},
+      {"tokens per second", [](json& r) { r["vision"]["tokens_per_second"] = -2; }, "tokens_per_second must be finite (in float32) and > 0 (got -2)"},
       {"time mode", [](json& r) { r["vision"]["time"] = "frames"; }, "vision.time"},
       {"grid not a triple", [](json& r) { r["image_grid_thw"][0] = {1, 4}; }, "image_grid_thw[0]: expected [t, h, w]"},
       {"float token", [](json& r) { r["input_ids"][0][1] = 1.5; }, "input_ids[0][1]: expected an integer"},

@@ -14,13 +14,21 @@
 extern "C" {
 #endif
 
-typedef enum crp_status { CRP_OK = 0, CRP_INVALID_ARGUMENT = 1, CRP_INTERNAL_ERROR = 2 } crp_status;
+/* The *_FORCE_INT32 members make every int a valid value of these enums, so
+ * a bad value from a caller is a reported error, not undefined behaviour. */
+typedef enum crp_status {
+  CRP_OK = 0,
+  CRP_INVALID_ARGUMENT = 1,
+  CRP_INTERNAL_ERROR = 2,
+  CRP_STATUS_FORCE_INT32 = 0x7fffffff
+} crp_status;
 
 typedef enum crp_scheme {
   CRP_SCHEME_VANILLA = 0,
   CRP_SCHEME_UNORDERED = 1,
   CRP_SCHEME_MROPE = 2,
-  CRP_SCHEME_CIRCLE = 3
+  CRP_SCHEME_CIRCLE = 3,
+  CRP_SCHEME_FORCE_INT32 = 0x7fffffff
 } crp_scheme;
 
 typedef struct crp_circle_config {
@@ -30,7 +38,7 @@ typedef struct crp_circle_config {
   double alpha;
   int move_to_origin;
   double dff_rate;        /* 0 = off */
-  int move_to_positive;   /* 0 none, 1 "auto", 2 offset */
+  int move_to_positive;   /* 0 none, 1 "auto", 2 offset (an offset of 0 is no shift) */
   double positive_offset;
 } crp_circle_config;
 

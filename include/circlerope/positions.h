@@ -54,7 +54,7 @@ enum class RadiusMode {
 enum class PositiveShift {
   none,    // absent, false or 0
   automatic,  // "auto": shift by |min| (offset 0)
-  offset,  // a number o: shift by |min| + o
+  offset,  // a number o: shift by |min| + o (o = 0 means no shift, like the reference)
 };
 
 // Circle-RoPE options (SPEC 3). Defaults are the paper's recommended setting

@@ -12,15 +12,28 @@ namespace circlerope::detail {
 struct FrameCoordinates {
   std::vector<AxisTriple> cells;  // hm * wm, raster order
   AxisTriple max;                 // per-axis maximum over the cells
+  AxisTriple min;                 // per-axis minimum over the cells
 };
+
+// Frame times and positions are float32 in the output; anything at or beyond
+// 2^31 has no integer meaning left there (and would overflow the int64 cast).
+inline constexpr float kLargestFrameTime = 2147483648.0f;
 
 // tau(f) of a video frame (SPEC 2). Qwen2.5-VL computes it in float32 in this
 // order, then truncates (torch .long()); we do the same so that fractional
 // second_per_grid_t lands on the same integer.
-inline int64_t frame_time(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
-  if (vision.time == TimeMode::index) return f;
+// Callers check the last frame with frame_time_fits() first, so the cast
+// below stays defined (tau grows with f).
+inline float frame_time_float(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
+  if (vision.time == TimeMode::index) return static_cast<float>(f);
   const float scaled = static_cast<float>(f) * static_cast<float>(second_per_grid_t);
-  return static_cast<int64_t>(scaled * static_cast<float>(vision.tokens_per_second));
+  return scaled * static_cast<float>(vision.tokens_per_second);
+}
+inline bool frame_time_fits(int64_t t, double second_per_grid_t, const VisionConfig& vision) {
+  return frame_time_float(t - 1, second_per_grid_t, vision) < kLargestFrameTime;  // false for NaN
+}
+inline int64_t frame_time(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
+  return static_cast<int64_t>(frame_time_float(f, second_per_grid_t, vision));
 }
 
 FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t wm);

@@ -70,9 +70,13 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
       throw Error("crp_rope_index: NULL argument");
     if (scheme < CRP_SCHEME_VANILLA || scheme > CRP_SCHEME_CIRCLE)
       throw Error("crp_rope_index: unknown scheme " + std::to_string(static_cast<int>(scheme)));
-    if (in->batch < 0 || in->seq_len < 0 || (in->batch * in->seq_len > 0 && !in->input_ids))
-      throw Error("crp_rope_index: input_ids is NULL or batch/seq_len negative");
-    const size_t n = static_cast<size_t>(in->batch * in->seq_len);
+    int64_t total = 0;
+    if (in->batch < 0 || in->seq_len < 0 || __builtin_mul_overflow(in->batch, in->seq_len, &total) ||
+        total > (int64_t{1} << 40))
+      throw Error("crp_rope_index: batch " + std::to_string(in->batch) + " x seq_len " +
+                  std::to_string(in->seq_len) + " is negative or too large");
+    if (total > 0 && !in->input_ids) throw Error("crp_rope_index: input_ids is NULL");
+    const auto n = static_cast<size_t>(total);
     const std::vector<GridTHW> images = grids(in->image_grid_thw, in->n_images, "image_grid_thw");
     const std::vector<GridTHW> videos = grids(in->video_grid_thw, in->n_videos, "video_grid_thw");
     RopeIndexInput input{
@@ -113,10 +117,10 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
 crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t first, int64_t count,
                                 float* out, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
-    if (batch < 0 || (batch > 0 && !rope_deltas) || (batch * count > 0 && !out))
-      throw Error("crp_decode_positions: NULL pointer or negative batch");
-    const std::vector<float> d =
-        decode_positions({rope_deltas, static_cast<size_t>(batch)}, first, count);
+    if (batch < 0 || batch > (int64_t{1} << 40) || (batch > 0 && !rope_deltas))
+      throw Error("crp_decode_positions: rope_deltas is NULL or batch " + std::to_string(batch) + " is out of range");
+    const std::vector<float> d = decode_positions({rope_deltas, static_cast<size_t>(batch)}, first, count);
+    if (!d.empty() && !out) throw Error("crp_decode_positions: out is NULL");
     std::copy(d.begin(), d.end(), out);
   });
 }

@@ -82,7 +82,10 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
     out[j] = {pz, py, px};  // step 8: t <- z, h <- y, w <- x
     lowest = std::min({lowest, px, py, pz});
   }
-  if (config.move_to_positive != PositiveShift::none) {  // step 7
+  // step 7; an offset of 0 is "no shift at all", like the reference's `if move_to_positive:`
+  const bool shift_up = config.move_to_positive == PositiveShift::automatic ||
+                        (config.move_to_positive == PositiveShift::offset && config.positive_offset != 0);
+  if (shift_up) {
     const double offset =
         config.move_to_positive == PositiveShift::offset ? config.positive_offset : 0.0;
     // The reference shifts by |min| even when min is positive: keep it.
@@ -100,6 +103,9 @@ std::vector<int64_t> frame_times(int64_t t, bool is_video, double second_per_gri
                                  const VisionConfig& vision) {
   std::vector<int64_t> tau(static_cast<size_t>(std::max<int64_t>(t, 0)), 0);
   if (!is_video) return tau;
+  if (t > 0 && !detail::frame_time_fits(t, second_per_grid_t, vision))
+    detail::fail("frame times of a ", t, "-frame video with second_per_grid_t=", second_per_grid_t,
+                 " and tokens_per_second=", vision.tokens_per_second, " reach 2^31");
   for (int64_t f = 0; f < t; ++f) tau[f] = detail::frame_time(f, second_per_grid_t, vision);
   return tau;
 }
@@ -128,10 +134,10 @@ FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t
   }
   const double inf = std::numeric_limits<double>::infinity();
   frame.max = {-inf, -inf, -inf};
+  frame.min = {inf, inf, inf};
   for (const AxisTriple& p : frame.cells) {
-    frame.max.t = std::max(frame.max.t, p.t);
-    frame.max.h = std::max(frame.max.h, p.h);
-    frame.max.w = std::max(frame.max.w, p.w);
+    frame.max = {std::max(frame.max.t, p.t), std::max(frame.max.h, p.h), std::max(frame.max.w, p.w)};
+    frame.min = {std::min(frame.min.t, p.t), std::min(frame.min.h, p.h), std::min(frame.min.w, p.w)};
   }
   return frame;
 }

@@ -58,8 +58,9 @@ void validate(const CircleConfig& c) {
 void validate(const VisionConfig& v) {
   if (v.spatial_merge_size < 1)
     fail("spatial_merge_size must be >= 1 (got ", v.spatial_merge_size, ")");
-  if (!(std::isfinite(v.tokens_per_second) && v.tokens_per_second > 0))
-    fail("tokens_per_second must be finite and > 0 (got ", v.tokens_per_second, ")");
+  // It is read in float32, like the reference: it must be finite there too.
+  if (!(std::isfinite(static_cast<float>(v.tokens_per_second)) && v.tokens_per_second > 0))
+    fail("tokens_per_second must be finite (in float32) and > 0 (got ", v.tokens_per_second, ")");
   if (v.vision_start_token_id == v.image_token_id || v.vision_start_token_id == v.video_token_id ||
       v.image_token_id == v.video_token_id)
     fail("vision_start_token_id=", v.vision_start_token_id, ", image_token_id=", v.image_token_id,

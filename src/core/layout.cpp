@@ -96,7 +96,11 @@ std::string format_layout(std::span<const Segment> segments) {
       case Segment::Kind::image: s << "image:" << seg.hm << 'x' << seg.wm; break;
       case Segment::Kind::video:
         s << "video:" << seg.t << 'x' << seg.hm << 'x' << seg.wm;
-        if (seg.second_per_grid_t != 1.0) s << '@' << seg.second_per_grid_t;
+        if (seg.second_per_grid_t != 1.0) {
+          char buffer[32];  // shortest text that reads back as the same double
+          const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, seg.second_per_grid_t);
+          s << '@' << std::string_view(buffer, static_cast<size_t>(end - buffer));
+        }
         break;
     }
   }

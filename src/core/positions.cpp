@@ -31,11 +31,16 @@ struct Chunk {
   double seconds = 1.0;  // second_per_grid_t of a video
 };
 
+// Each term is at most 2^31 when added, so the running sum cannot overflow.
+constexpr int64_t kMaxLayoutTokens = int64_t{1} << 31;
+
 int64_t checked_product(int64_t a, int64_t b, const char* what) {
   int64_t out = 0;
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &out)) fail(what, " ", a, " x ", b, " is out of range");
   return out;
 }
+
+std::string_view kind_name(bool is_video) { return is_video ? "video" : "image"; }
 
 // Where a row's positions go: contiguous arrays of the row's unmasked tokens
 // (the output row itself when there is no mask, scratch that is scattered
@@ -101,7 +106,7 @@ class Placer {
     const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
     const auto cells = static_cast<int64_t>(coords.cells.size());
     const AxisTriple* p = coords.cells.data();
-    double high = -std::numeric_limits<double>::infinity();
+    double high = -std::numeric_limits<double>::infinity(), low = -high;
     for (int64_t f = 0; f < chunk.t; ++f, k += cells) {
       const int64_t tau = chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
       const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
@@ -115,7 +120,12 @@ class Placer {
         w[j] = static_cast<float>(bw + p[j].w);
       }
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
+      low = std::min({low, bt + coords.min.t, bh + coords.min.h, bw + coords.min.w});
     }
+    if (!std::isfinite(static_cast<float>(high)) || !std::isfinite(static_cast<float>(low)))
+      fail(kind_name(chunk.is_video), " ", chunk.grid_index, " of row ", out.row, ": positions reach ",
+           std::fabs(high) > std::fabs(low) ? high : low,
+           ", beyond float32 (is the radius or the move_to_positive offset too large?)");
     return static_cast<float>(high);  // rounding is monotone: max of the rounded values
   }
 
@@ -123,8 +133,6 @@ class Placer {
   const VisionConfig& vision_;
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
-
-std::string_view kind_name(bool is_video) { return is_video ? "video" : "image"; }
 
 // Token ids of one row -> chunks (SPEC 1 "Sequences"), consuming grids from the
 // running counters. Strict where the reference would silently misplace blocks.
@@ -205,6 +213,9 @@ class RowSplitter {
       bad("needs more tokens than a row of ", input_.seq_len, " holds");
     if (is_video && !input_.second_per_grid_ts.empty())
       chunk.seconds = input_.second_per_grid_ts[static_cast<size_t>(index)];
+    if (is_video && !detail::frame_time_fits(chunk.t, chunk.seconds, vision_))
+      bad("second_per_grid_ts[", index, "]=", chunk.seconds, " makes frame times reach 2^31 (tokens_per_second=",
+          vision_.tokens_per_second, ")");
     return chunk;
   }
 
@@ -339,8 +350,10 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
     const Segment& seg = segments[i];
     if (seg.kind == Segment::Kind::text) {
       if (seg.tokens < 1) fail("segment ", i, ": text needs at least 1 token (got ", seg.tokens, ")");
+      if (seg.tokens > kMaxLayoutTokens) fail("segment ", i, ": ", seg.tokens, " text tokens (at most 2^31)");
       pending_text += seg.tokens;
       total += seg.tokens;
+      if (total > kMaxLayoutTokens) fail("layout has more than 2^31 tokens (at segment ", i, ")");
       continue;
     }
     const bool is_video = seg.kind == Segment::Kind::video;
@@ -351,13 +364,15 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
       fail("segment ", i, ": seconds per grid must be finite and >= 0 (got ", seg.second_per_grid_t, ")");
     const std::string where = "segment " + std::to_string(i);
     total += checked_product(checked_product(seg.t, seg.hm, where.c_str()), seg.wm, where.c_str());
+    if (total > kMaxLayoutTokens) fail("layout has more than 2^31 tokens (at segment ", i, ")");
+    if (is_video && !detail::frame_time_fits(seg.t, seg.second_per_grid_t, vision))
+      fail("segment ", i, ": frame times reach 2^31 (seconds per grid ", seg.second_per_grid_t, ")");
     chunks.push_back(Chunk{.text = pending_text, .has_block = true, .is_video = is_video, .t = seg.t,
                            .hm = seg.hm, .wm = seg.wm, .grid_index = is_video ? videos++ : images++,
                            .seconds = seg.second_per_grid_t});
     pending_text = 0;
   }
   if (pending_text > 0) chunks.push_back(Chunk{.text = pending_text});
-  if (total > (int64_t{1} << 31)) fail("layout has ", total, " tokens (at most 2^31)");
 
   Positions out;
   out.batch = 1;
@@ -374,10 +389,16 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
 
 std::vector<float> decode_positions(std::span<const float> rope_deltas,
                                     int64_t first_cache_position, int64_t count) {
-  if (first_cache_position < 0 || count < 0)
-    fail("decode positions need first_cache_position >= 0 and count >= 0 (got ",
+  // Cache positions are float32 in the output: beyond 2^31 they mean nothing.
+  constexpr int64_t kMaxCachePosition = int64_t{1} << 31;
+  if (first_cache_position < 0 || count < 0 || first_cache_position > kMaxCachePosition ||
+      count > kMaxCachePosition - first_cache_position)
+    fail("decode positions need 0 <= first_cache_position and first_cache_position + count <= 2^31 (got ",
          first_cache_position, ", ", count, ")");
   const auto batch = static_cast<int64_t>(rope_deltas.size());
+  int64_t total = 0;
+  if (__builtin_mul_overflow(batch, count, &total) || total > (int64_t{1} << 40) / 3)
+    fail("decode positions: batch ", batch, " x count ", count, " is too large");
   std::vector<float> out(static_cast<size_t>(3 * batch * count));
   for (int axis = 0; axis < 3; ++axis)
     for (int64_t b = 0; b < batch; ++b)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set-up + the main job: install what is missing, build, run `circlerope demo`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release --target circlerope_cli
+build/release/circlerope demo --out circlerope-demo.svg "$@"

@@ -1,0 +1,419 @@
+/* The C API from C11 (no C++ in this translation unit): hand-checked positions,
+ * status codes, error messages and their truncation, NULL arguments, decoding.
+ * A plain main(): prints every failed check and returns nonzero if any failed.
+ * The regression_* checks once aborted under -fsanitize=undefined or crashed. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "circlerope/c_api.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    ++checks;                                                            \
+    if (!(cond)) {                                                       \
+      ++failures;                                                        \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                    \
+  } while (0)
+
+#define CHECK_MSG(cond, msg)                                                        \
+  do {                                                                              \
+    ++checks;                                                                       \
+    if (!(cond)) {                                                                  \
+      ++failures;                                                                   \
+      fprintf(stderr, "%s:%d: check failed: %s (message: \"%s\")\n", __FILE__, __LINE__, #cond, msg); \
+    }                                                                               \
+  } while (0)
+
+enum { kStart = 151652, kEnd = 151653, kImg = 151655, kVid = 151656 };
+
+/* Circle-RoPE decoding goes through two float32 roundings of values ~10-20:
+ * 4 * FLT_EPSILON * 32 bounds them. */
+#define DECODE_TOL (4.0 * FLT_EPSILON * 32.0)
+
+static void fill_nan(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = NAN;
+}
+
+static int contains(const char* haystack, const char* needle) { return strstr(haystack, needle) != NULL; }
+
+/* Row 0: T S [2x2] E T          (image grid [1, 4, 4])
+ * Row 1: P T S [1x2] E T T      (image grid [1, 2, 4], left padding) */
+static const int64_t kIds[2 * 8] = {7, kStart, kImg, kImg, kImg, kImg, kEnd, 8,
+                                    kImg, 9, kStart, kImg, kImg, kEnd, 10, 11};
+static const int64_t kMask[2 * 8] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1};
+static const int64_t kImages[2 * 3] = {1, 4, 4, 1, 2, 4};
+
+static crp_rope_index_input small_batch(void) {
+  crp_rope_index_input in;
+  memset(&in, 0, sizeof in);
+  in.input_ids = kIds;
+  in.batch = 2;
+  in.seq_len = 8;
+  in.attention_mask = kMask;
+  in.image_grid_thw = kImages;
+  in.n_images = 2;
+  return in;
+}
+
+static void test_defaults(void) {
+  crp_circle_config c;
+  crp_vision_config v;
+  crp_circle_config_default(&c);
+  crp_vision_config_default(&v);
+  CHECK(c.radius_auto == 0);
+  CHECK(c.radius == 10.0);
+  CHECK(c.alpha == 0.5);
+  CHECK(c.move_to_origin == 1);
+  CHECK(c.dff_rate == 0.0);
+  CHECK(c.move_to_positive == 0);
+  CHECK(v.spatial_merge_size == 2);
+  CHECK(v.tokens_per_second == 2.0);
+  CHECK(v.vision_start_token_id == kStart);
+  CHECK(v.image_token_id == kImg);
+  CHECK(v.video_token_id == kVid);
+  CHECK(v.time_is_index == 0);
+  crp_circle_config_default(NULL); /* must not crash */
+  crp_vision_config_default(NULL);
+}
+
+static void test_mrope_hand_values(void) {
+  const crp_rope_index_input in = small_batch();
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[3 * 2 * 8], deltas[2];
+  char err[256] = "stale text";
+  fill_nan(pos, 48);
+  fill_nan(deltas, 2);
+  const crp_status st = crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err);
+  CHECK_MSG(st == CRP_OK, err);
+  CHECK(err[0] == '\0'); /* success clears the message */
+  /* [axis][row][token] */
+  static const float want[3][2][8] = {
+      {{0, 1, 2, 2, 2, 2, 4, 5}, {1, 0, 1, 2, 2, 4, 5, 6}},
+      {{0, 1, 2, 2, 3, 3, 4, 5}, {1, 0, 1, 2, 2, 4, 5, 6}},
+      {{0, 1, 2, 3, 2, 3, 4, 5}, {1, 0, 1, 2, 3, 4, 5, 6}},
+  };
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int s = 0; s < 8; ++s) {
+        const float got = pos[(a * 2 + b) * 8 + s];
+        if (got != want[a][b][s]) {
+          ++failures;
+          fprintf(stderr, "mrope axis %d row %d token %d: got %g, want %g\n", a, b, s, got, want[a][b][s]);
+        }
+        ++checks;
+      }
+  CHECK(deltas[0] == 6.0f - 8.0f);
+  CHECK(deltas[1] == 7.0f - 8.0f);
+
+  /* decoding continues at max + 1: 6 for row 0, 7 for row 1 */
+  float dec[3 * 2 * 3];
+  fill_nan(dec, 18);
+  CHECK(crp_decode_positions(deltas, 2, 8, 3, dec, err, sizeof err) == CRP_OK);
+  for (int a = 0; a < 3; ++a)
+    for (int i = 0; i < 3; ++i) {
+      CHECK(dec[(a * 2 + 0) * 3 + i] == 6.0f + (float)i);
+      CHECK(dec[(a * 2 + 1) * 3 + i] == 7.0f + (float)i);
+    }
+}
+
+static void test_vanilla_unordered_and_circle(void) {
+  const crp_rope_index_input in = small_batch();
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[48], deltas[2];
+  char err[256];
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_VANILLA, NULL, pos, deltas, err, sizeof err) == CRP_OK);
+  for (int a = 0; a < 3; ++a) {
+    for (int s = 0; s < 8; ++s) CHECK(pos[(a * 2 + 0) * 8 + s] == (float)s);
+    CHECK(pos[(a * 2 + 1) * 8 + 0] == 1.0f);
+    for (int s = 1; s < 8; ++s) CHECK(pos[(a * 2 + 1) * 8 + s] == (float)(s - 1));
+  }
+  CHECK(deltas[0] == 0.0f);
+  CHECK(deltas[1] == -1.0f);
+
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_UNORDERED, NULL, pos, deltas, err, sizeof err) == CRP_OK);
+  /* row 0: T0 S1 [2 2 2 2] E3 T4 */
+  static const float row0[8] = {0, 1, 2, 2, 2, 2, 3, 4};
+  for (int a = 0; a < 3; ++a)
+    for (int s = 0; s < 8; ++s) CHECK(pos[(a * 2 + 0) * 8 + s] == row0[s]);
+  CHECK(deltas[0] == 5.0f - 8.0f);
+
+  /* Circle-RoPE with the paper's setting: image tokens at distance 10 from the
+   * anchor (2, 2, 2), in the plane orthogonal to (1, 1, 1); decoding continues
+   * at max + 1. */
+  crp_circle_config c;
+  crp_circle_config_default(&c);
+  fill_nan(pos, 48);
+  CHECK_MSG(crp_rope_index(&in, &v, CRP_SCHEME_CIRCLE, &c, pos, deltas, err, sizeof err) == CRP_OK, err);
+  float high = -INFINITY;
+  for (int s = 2; s < 6; ++s) {
+    const double dt = pos[(0 * 2 + 0) * 8 + s] - 2.0, dh = pos[(1 * 2 + 0) * 8 + s] - 2.0,
+                 dw = pos[(2 * 2 + 0) * 8 + s] - 2.0;
+    CHECK(fabs(sqrt(dt * dt + dh * dh + dw * dw) - 10.0) < 1e-4);
+    CHECK(fabs(dt + dh + dw) < 1e-4);
+  }
+  for (int a = 0; a < 3; ++a)
+    for (int s = 0; s < 8; ++s) {
+      CHECK(isfinite(pos[(a * 2 + 0) * 8 + s]));
+      if (pos[(a * 2 + 0) * 8 + s] > high) high = pos[(a * 2 + 0) * 8 + s];
+    }
+  float dec[3 * 2 * 1];
+  CHECK(crp_decode_positions(deltas, 2, 8, 1, dec, err, sizeof err) == CRP_OK);
+  for (int a = 0; a < 3; ++a) CHECK(fabs((double)dec[a * 2 + 0] - ((double)high + 1.0)) < DECODE_TOL);
+
+  /* a bad circle config is reported */
+  c.alpha = 2.0;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_CIRCLE, &c, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "alpha"), err);
+  crp_circle_config_default(&c);
+  c.move_to_positive = 5;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_CIRCLE, &c, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "move_to_positive"), err);
+}
+
+static void test_video_seconds_and_index_time(void) {
+  /* S [video 4 x 1x1] T, s = 0.7, tokens_per_second 2: tau = 0, 1, 2, 4 */
+  static const int64_t ids[6] = {kStart, kVid, kVid, kVid, kVid, 5};
+  static const int64_t videos[3] = {4, 2, 2};
+  static const double secs[1] = {0.7};
+  crp_rope_index_input in;
+  memset(&in, 0, sizeof in);
+  in.input_ids = ids;
+  in.batch = 1;
+  in.seq_len = 6;
+  in.video_grid_thw = videos;
+  in.n_videos = 1;
+  in.second_per_grid_ts = secs;
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[18], deltas[1];
+  char err[256];
+  CHECK_MSG(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  static const float t_seconds[6] = {0, 1, 2, 3, 5, 6};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_seconds[s]);
+  for (int s = 1; s < 5; ++s) CHECK(pos[6 + s] == 1.0f && pos[12 + s] == 1.0f);
+  CHECK(deltas[0] == 7.0f - 6.0f);
+  v.time_is_index = 1;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK);
+  static const float t_index[6] = {0, 1, 2, 3, 4, 5};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_index[s]);
+  /* no seconds: 1.0 each -> tau = 0, 2, 4, 6 */
+  v.time_is_index = 0;
+  in.second_per_grid_ts = NULL;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK);
+  static const float t_default[6] = {0, 1, 3, 5, 7, 8};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_default[s]);
+}
+
+static void test_errors_and_truncation(void) {
+  static const int64_t odd_images[3] = {1, 5, 4}; /* h = 5, merge 2 */
+  crp_rope_index_input in = small_batch();
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[48], deltas[2];
+  char err[256];
+  static int64_t two[6];
+  memcpy(two, odd_images, sizeof odd_images);
+  memcpy(two + 3, kImages + 3, 3 * sizeof(int64_t));
+  in.image_grid_thw = two;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "h=5 is not divisible by spatial_merge_size=2"), err);
+  const size_t full = strlen(err);
+  CHECK(full > 10);
+
+  /* truncated to error_size - 1 bytes, always NUL-terminated */
+  char small[8];
+  memset(small, 'x', sizeof small);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, small, sizeof small) == CRP_INVALID_ARGUMENT);
+  CHECK(small[7] == '\0');
+  CHECK(strlen(small) == 7);
+  CHECK(strncmp(small, err, 7) == 0);
+  char one[1] = {'x'};
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, one, 1) == CRP_INVALID_ARGUMENT);
+  CHECK(one[0] == '\0');
+  char untouched[4] = {'a', 'b', 'c', '\0'};
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, untouched, 0) == CRP_INVALID_ARGUMENT);
+  CHECK(strcmp(untouched, "abc") == 0);
+  /* no buffer at all: the status still says what happened */
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, NULL, 64) == CRP_INVALID_ARGUMENT);
+
+  /* other reasons, each named */
+  in = small_batch();
+  in.n_images = 1; /* two blocks, one grid */
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "image_grid_thw has only 1 entry"), err);
+  in = small_batch();
+  static int64_t mask2[16];
+  memcpy(mask2, kMask, sizeof kMask);
+  mask2[3] = 2;
+  in.attention_mask = mask2;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "attention_mask[0][3] = 2"), err);
+  in = small_batch();
+  static int64_t stray[16];
+  memcpy(stray, kIds, sizeof kIds);
+  stray[0] = kVid;
+  in.input_ids = stray;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "outside a vision block"), err);
+  in = small_batch();
+  v.spatial_merge_size = 0;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "spatial_merge_size"), err);
+  crp_vision_config_default(&v);
+  v.tokens_per_second = NAN;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "tokens_per_second"), err);
+  crp_vision_config_default(&v);
+  /* NaN seconds for a video */
+  {
+    static const int64_t ids[3] = {kStart, kVid, 5};
+    static const int64_t videos[3] = {1, 2, 2};
+    static const double secs[1] = {NAN};
+    crp_rope_index_input vin;
+    memset(&vin, 0, sizeof vin);
+    vin.input_ids = ids;
+    vin.batch = 1;
+    vin.seq_len = 3;
+    vin.video_grid_thw = videos;
+    vin.n_videos = 1;
+    vin.second_per_grid_ts = secs;
+    CHECK(crp_rope_index(&vin, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(contains(err, "second_per_grid_ts[0]"), err);
+  }
+}
+
+/* Regression: an unknown scheme value from C (any int fits a C enum) is loaded as a
+ * C++ `crp_scheme`, whose valid values are 0..3: undefined behaviour before the
+ * range check runs (UBSan: "c_api.cpp:69: load of value 7, which is not a valid
+ * value for type 'crp_scheme'"), and a compiler may drop the check (e.g. with
+ * -fstrict-enums). Reading the argument through an integer type fixes it. */
+static void regression_unknown_scheme(void) {
+  const crp_rope_index_input in = small_batch();
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[48], deltas[2];
+  char err[256];
+  CHECK(crp_rope_index(&in, &v, (crp_scheme)7, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "scheme"), err);
+  CHECK(crp_rope_index(&in, &v, (crp_scheme)-1, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+}
+
+static void test_null_arguments(void) {
+  const crp_rope_index_input in = small_batch();
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  crp_circle_config c;
+  crp_circle_config_default(&c);
+  float pos[48], deltas[2];
+  char err[256];
+  CHECK(crp_rope_index(NULL, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "NULL"), err);
+  CHECK(crp_rope_index(&in, NULL, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, NULL, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_CIRCLE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "NULL"), err);
+  /* the circle config is only needed by circle */
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_VANILLA, NULL, pos, deltas, err, sizeof err) == CRP_OK);
+  crp_rope_index_input no_ids = in;
+  no_ids.input_ids = NULL;
+  CHECK(crp_rope_index(&no_ids, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "input_ids"), err);
+  crp_rope_index_input no_grids = in;
+  no_grids.image_grid_thw = NULL;
+  CHECK(crp_rope_index(&no_grids, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "image_grid_thw"), err);
+  crp_rope_index_input neg = in;
+  neg.n_images = -1;
+  CHECK(crp_rope_index(&neg, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  crp_rope_index_input neg_batch = in;
+  neg_batch.batch = -2;
+  CHECK(crp_rope_index(&neg_batch, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  /* no mask = every token real */
+  static const int64_t ids[3] = {1, 2, 3};
+  crp_rope_index_input text;
+  memset(&text, 0, sizeof text);
+  text.input_ids = ids;
+  text.batch = 1;
+  text.seq_len = 3;
+  float p3[9], d1[1];
+  CHECK(crp_rope_index(&text, &v, CRP_SCHEME_CIRCLE, &c, p3, d1, err, sizeof err) == CRP_OK);
+  for (int a = 0; a < 3; ++a)
+    for (int s = 0; s < 3; ++s) CHECK(p3[a * 3 + s] == (float)s);
+  CHECK(d1[0] == 0.0f);
+  /* an empty batch needs no arrays */
+  crp_rope_index_input empty;
+  memset(&empty, 0, sizeof empty);
+  CHECK(crp_rope_index(&empty, &v, CRP_SCHEME_MROPE, NULL, p3, d1, err, sizeof err) == CRP_OK);
+}
+
+static void test_decode(void) {
+  const float deltas[2] = {-2.0f, 0.5f};
+  float out[3 * 2 * 2];
+  char err[128];
+  fill_nan(out, 12);
+  CHECK(crp_decode_positions(deltas, 2, 10, 2, out, err, sizeof err) == CRP_OK);
+  static const float want[12] = {8, 9, 10.5f, 11.5f, 8, 9, 10.5f, 11.5f, 8, 9, 10.5f, 11.5f};
+  for (int i = 0; i < 12; ++i) CHECK(out[i] == want[i]);
+  CHECK(crp_decode_positions(deltas, 2, 10, -1, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "-1"), err);
+  CHECK(crp_decode_positions(deltas, 2, -1, 1, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_decode_positions(NULL, 2, 0, 1, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "NULL"), err);
+  CHECK(crp_decode_positions(deltas, 2, 0, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_decode_positions(deltas, -1, 0, 1, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  /* nothing to write: NULL output is fine */
+  CHECK(crp_decode_positions(deltas, 2, 0, 0, NULL, err, sizeof err) == CRP_OK);
+  CHECK(crp_decode_positions(NULL, 0, 0, 5, NULL, err, sizeof err) == CRP_OK);
+}
+
+/* Regression: crp_rope_index multiplies batch * seq_len before any overflow check
+ * (c_api.cpp: `in->batch * in->seq_len > 0`), which is signed overflow (UB;
+ * an abort under -fsanitize=undefined) for batch = seq_len = 2^40. The core's
+ * own check would report "out of range" if it got there. Same pattern in
+ * crp_decode_positions (`batch * count`). */
+static void regression_size_overflow(void) {
+  static const int64_t ids[1] = {1};
+  crp_rope_index_input in;
+  memset(&in, 0, sizeof in);
+  in.input_ids = ids;
+  in.batch = (int64_t)1 << 40;
+  in.seq_len = (int64_t)1 << 40;
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[3], deltas[1];
+  char err[256];
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  const float d[1] = {0.0f};
+  float out[3];
+  CHECK(crp_decode_positions(d, (int64_t)1 << 40, 0, (int64_t)1 << 40, out, err, sizeof err) ==
+        CRP_INVALID_ARGUMENT);
+}
+
+int main(void) {
+  test_defaults();
+  test_mrope_hand_values();
+  test_vanilla_unordered_and_circle();
+  test_video_seconds_and_index_time();
+  test_errors_and_truncation();
+  test_null_arguments();
+  test_decode();
+  regression_unknown_scheme();
+  regression_size_overflow();
+  if (failures) {
+    fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
+    return 1;
+  }
+  printf("c_api_test: all %d checks passed\n", checks);
+  return 0;
+}
