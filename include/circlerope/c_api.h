@@ -14,21 +14,13 @@
 extern "C" {
 #endif
 
-/* The *_FORCE_INT32 members make every int a valid value of these enums, so
- * a bad value from a caller is a reported error, not undefined behaviour. */
-typedef enum crp_status {
-  CRP_OK = 0,
-  CRP_INVALID_ARGUMENT = 1,
-  CRP_INTERNAL_ERROR = 2,
-  CRP_STATUS_FORCE_INT32 = 0x7fffffff
-} crp_status;
+typedef enum crp_status { CRP_OK = 0, CRP_INVALID_ARGUMENT = 1, CRP_INTERNAL_ERROR = 2 } crp_status;
 
 typedef enum crp_scheme {
   CRP_SCHEME_VANILLA = 0,
   CRP_SCHEME_UNORDERED = 1,
   CRP_SCHEME_MROPE = 2,
-  CRP_SCHEME_CIRCLE = 3,
-  CRP_SCHEME_FORCE_INT32 = 0x7fffffff
+  CRP_SCHEME_CIRCLE = 3
 } crp_scheme;
 
 typedef struct crp_circle_config {
@@ -68,8 +60,10 @@ void crp_circle_config_default(crp_circle_config* config);
 /* Qwen2.5-VL's constants. */
 void crp_vision_config_default(crp_vision_config* config);
 
+/* `scheme` is a crp_scheme value, taken as int so that any value a caller
+ * passes is a reported error rather than an invalid enum (undefined in C++). */
 crp_status crp_rope_index(const crp_rope_index_input* input, const crp_vision_config* vision,
-                          crp_scheme scheme, const crp_circle_config* circle,
+                          int scheme, const crp_circle_config* circle,
                           float* position_ids, float* rope_deltas, char* error, size_t error_size);
 
 /* out [3][batch][count]: cache positions first .. first + count - 1 of every row. */

@@ -13,6 +13,12 @@ namespace {
 
 using namespace circlerope;
 
+static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
+                  static_cast<int>(Scheme::unordered) == CRP_SCHEME_UNORDERED &&
+                  static_cast<int>(Scheme::mrope) == CRP_SCHEME_MROPE &&
+                  static_cast<int>(Scheme::circle) == CRP_SCHEME_CIRCLE,
+              "crp_scheme values are cast to circlerope::Scheme");
+
 void write_error(char* error, size_t size, const char* message) {
   if (!error || size == 0) return;
   const size_t n = std::min(size - 1, std::strlen(message));
@@ -63,13 +69,13 @@ void crp_vision_config_default(crp_vision_config* v) {
 }
 
 crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_config* vision,
-                          crp_scheme scheme, const crp_circle_config* circle, float* position_ids,
+                          int scheme, const crp_circle_config* circle, float* position_ids,
                           float* rope_deltas, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
     if (!in || !vision || !position_ids || !rope_deltas || (scheme == CRP_SCHEME_CIRCLE && !circle))
       throw Error("crp_rope_index: NULL argument");
     if (scheme < CRP_SCHEME_VANILLA || scheme > CRP_SCHEME_CIRCLE)
-      throw Error("crp_rope_index: unknown scheme " + std::to_string(static_cast<int>(scheme)));
+      throw Error("crp_rope_index: unknown scheme " + std::to_string(scheme));
     int64_t total = 0;
     if (in->batch < 0 || in->seq_len < 0 || __builtin_mul_overflow(in->batch, in->seq_len, &total) ||
         total > (int64_t{1} << 40))
