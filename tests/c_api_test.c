@@ -51,12 +51,28 @@ static const int64_t kIds[2 * 8] = {7, kStart, kImg, kImg, kImg, kImg, kEnd, 8,
 static const int64_t kMask[2 * 8] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1};
 static const int64_t kImages[2 * 3] = {1, 4, 4, 1, 2, 4};
 
-static crp_rope_index_input small_batch(void) {
+/* An unmasked batch of `batch` rows of `seq_len` tokens without grids. */
+static crp_rope_index_input text_batch(const int64_t* ids, int64_t batch, int64_t seq_len) {
   crp_rope_index_input in;
   memset(&in, 0, sizeof in);
-  in.input_ids = kIds;
-  in.batch = 2;
-  in.seq_len = 8;
+  in.input_ids = ids;
+  in.batch = batch;
+  in.seq_len = seq_len;
+  return in;
+}
+
+/* One row with one video: its grid [t, h, w] and seconds per grid (NULL: none). */
+static crp_rope_index_input one_video_row(const int64_t* ids, int64_t seq_len, const int64_t* video,
+                                          const double* secs) {
+  crp_rope_index_input in = text_batch(ids, 1, seq_len);
+  in.video_grid_thw = video;
+  in.n_videos = 1;
+  in.second_per_grid_ts = secs;
+  return in;
+}
+
+static crp_rope_index_input small_batch(void) {
+  crp_rope_index_input in = text_batch(kIds, 2, 8);
   in.attention_mask = kMask;
   in.image_grid_thw = kImages;
   in.n_images = 2;
@@ -185,14 +201,7 @@ static void test_video_seconds_and_index_time(void) {
   static const int64_t ids[6] = {kStart, kVid, kVid, kVid, kVid, 5};
   static const int64_t videos[3] = {4, 2, 2};
   static const double secs[1] = {0.7};
-  crp_rope_index_input in;
-  memset(&in, 0, sizeof in);
-  in.input_ids = ids;
-  in.batch = 1;
-  in.seq_len = 6;
-  in.video_grid_thw = videos;
-  in.n_videos = 1;
-  in.second_per_grid_ts = secs;
+  crp_rope_index_input in = one_video_row(ids, 6, videos, secs);
   crp_vision_config v;
   crp_vision_config_default(&v);
   float pos[18], deltas[1];
@@ -279,14 +288,7 @@ static void test_errors_and_truncation(void) {
     static const int64_t ids[3] = {kStart, kVid, 5};
     static const int64_t videos[3] = {1, 2, 2};
     static const double secs[1] = {NAN};
-    crp_rope_index_input vin;
-    memset(&vin, 0, sizeof vin);
-    vin.input_ids = ids;
-    vin.batch = 1;
-    vin.seq_len = 3;
-    vin.video_grid_thw = videos;
-    vin.n_videos = 1;
-    vin.second_per_grid_ts = secs;
+    const crp_rope_index_input vin = one_video_row(ids, 3, videos, secs);
     CHECK(crp_rope_index(&vin, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
     CHECK_MSG(contains(err, "second_per_grid_ts[0]"), err);
   }
@@ -341,11 +343,7 @@ static void test_null_arguments(void) {
   CHECK(crp_rope_index(&neg_batch, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
   /* no mask = every token real */
   static const int64_t ids[3] = {1, 2, 3};
-  crp_rope_index_input text;
-  memset(&text, 0, sizeof text);
-  text.input_ids = ids;
-  text.batch = 1;
-  text.seq_len = 3;
+  const crp_rope_index_input text = text_batch(ids, 1, 3);
   float p3[9], d1[1];
   CHECK(crp_rope_index(&text, &v, CRP_SCHEME_CIRCLE, &c, p3, d1, err, sizeof err) == CRP_OK);
   for (int a = 0; a < 3; ++a)
@@ -384,11 +382,7 @@ static void test_decode(void) {
  * crp_decode_positions (`batch * count`). */
 static void regression_size_overflow(void) {
   static const int64_t ids[1] = {1};
-  crp_rope_index_input in;
-  memset(&in, 0, sizeof in);
-  in.input_ids = ids;
-  in.batch = (int64_t)1 << 40;
-  in.seq_len = (int64_t)1 << 40;
+  const crp_rope_index_input in = text_batch(ids, (int64_t)1 << 40, (int64_t)1 << 40);
   crp_vision_config v;
   crp_vision_config_default(&v);
   float pos[3], deltas[1];

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -12,19 +11,13 @@
 
 #include "circlerope/age.h"
 #include "circlerope/positions.h"
+#include "test_support.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::HasSubstr;
-
-constexpr int64_t kStart = 151652;
-constexpr int64_t kEnd = 151653;
-constexpr int64_t kImg = 151655;
-
-// Decoded Circle-RoPE positions go through two float32 roundings (delta, then
-// p + delta) of values up to ~S + R: 4 * FLT_EPSILON relative covers both.
-constexpr double kFloatRoundings = 4.0 * FLT_EPSILON;
 
 // The plans written out from SPEC 6, independently of the library.
 std::string expected_pattern(const std::string& name, int layers) {
@@ -121,16 +114,10 @@ TEST(Age, InvalidPlansAreErrors) {
   EXPECT_THROW(age_rope_index({}, VisionConfig{}, AgePlan{}, CircleConfig{}), Error);
 }
 
-struct Prompt {
-  std::vector<int64_t> ids, mask;
-  std::vector<GridTHW> images;
-  int64_t batch = 2, seq = 0;
-  RopeIndexInput input() const { return {ids, batch, seq, mask, images, {}, {}}; }
-};
-
 // Row 0: T T S [3x3] E T; row 1 (left padded): P P T S [2x2] E T T T
-Prompt prompt() {
-  Prompt p;
+Batch prompt() {
+  Batch p;
+  p.batch = 2;
   p.seq = 15;
   p.ids = {1, 2, kStart, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kEnd, 3, 4,
            0, 0, 5, kStart, kImg, kImg, kImg, kImg, kEnd, 6, 7, 8, 9, 10, 11};
@@ -141,7 +128,7 @@ Prompt prompt() {
 }
 
 TEST(Age, EachDistinctGeometryIsComputedOnceAndLayersShareIt) {
-  const Prompt in = prompt();
+  const Batch in = prompt();
   CircleConfig circle;
   circle.radius = 4;
   for (const char* spec : {"alternate", "lower", "all", "CMVU", "UUM"}) {
@@ -165,7 +152,7 @@ TEST(Age, EachDistinctGeometryIsComputedOnceAndLayersShareIt) {
 }
 
 TEST(Age, CircleLayersUseTheGivenCircleConfig) {
-  const Prompt in = prompt();
+  const Batch in = prompt();
   CircleConfig a, b;
   a.radius = 2;
   b.radius = 9;
@@ -177,7 +164,7 @@ TEST(Age, CircleLayersUseTheGivenCircleConfig) {
 }
 
 TEST(Age, DecodingUsesEachGeometrysOwnDeltas) {
-  const Prompt in = prompt();
+  const Batch in = prompt();
   const AgePlan plan = make_age_plan("alternate", 4);
   const AgePositions age = age_rope_index(in.input(), VisionConfig{}, plan, CircleConfig{});
   const Positions& circle = age.layer(0);

@@ -22,15 +22,12 @@
 
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
+#include "test_support.h"
 
 namespace {
 
 using namespace circlerope;
-
-constexpr int64_t kStart = 151652;
-constexpr int64_t kEnd = 151653;
-constexpr int64_t kImg = 151655;
-constexpr int64_t kVid = 151656;
+using namespace circlerope::test;
 
 // Two double implementations of the same formulas differ only by rounding of
 // a few trig calls and sums: far below 1e-9 relative to the radius.
@@ -347,9 +344,7 @@ TEST(Circle, MoveToPositiveInARowMakesBlockMinimumEqualTheAnchorPlusOffset) {
     CircleConfig c;
     c.move_to_positive = offset == 0.0 ? PositiveShift::automatic : PositiveShift::offset;
     c.positive_offset = offset;
-    std::vector<int64_t> ids = {3, 4, kStart};
-    ids.insert(ids.end(), 12, kImg);
-    ids.push_back(kEnd);
+    const std::vector<int64_t> ids = cat({{3, 4}, block(kImg, 12)});
     const std::vector<GridTHW> images = {{1, 6, 8}};
     const Positions p = rope_index({ids, 1, static_cast<int64_t>(ids.size()), {}, images, {}, {}},
                                    VisionConfig{}, {Scheme::circle, c});
@@ -436,9 +431,7 @@ TEST(Circle, PositiveShiftKeepsTheConeProperty) {
   CircleConfig c;
   c.move_to_positive = PositiveShift::offset;
   c.positive_offset = 4;
-  std::vector<int64_t> ids = {1, 2, kStart};
-  ids.insert(ids.end(), 20, kImg);
-  ids.insert(ids.end(), {kEnd, 3, 4});
+  const std::vector<int64_t> ids = cat({{1, 2}, block(kImg, 20), {3, 4}});
   const std::vector<GridTHW> images = {{1, 8, 10}};
   const Positions p = rope_index({ids, 1, static_cast<int64_t>(ids.size()), {}, images, {}, {}},
                                  VisionConfig{}, {Scheme::circle, c});
@@ -466,9 +459,7 @@ TEST(Circle, VideoFramesAreRingsTranslatedAlongTheTextDirection) {
     const CircleConfig c = random_config(rng, true, true);
     VisionConfig v;
     v.time = trial % 4 == 0 ? TimeMode::index : TimeMode::seconds;
-    std::vector<int64_t> ids = {9, kStart};
-    ids.insert(ids.end(), static_cast<size_t>(t * hm * wm), kVid);
-    ids.push_back(kEnd);
+    const std::vector<int64_t> ids = cat({{9}, block(kVid, t * hm * wm)});
     const std::vector<GridTHW> videos = {{t, 2 * hm, 2 * wm}};
     const std::vector<double> secs = {seconds};
     const int64_t seq = static_cast<int64_t>(ids.size());

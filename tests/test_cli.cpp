@@ -4,34 +4,29 @@
 
 #include <sys/wait.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "golden_support.h"
+
 namespace {
 
+using namespace circlerope::test;
 using nlohmann::json;
 using testing::HasSubstr;
 namespace fs = std::filesystem;
-
-constexpr double kGoldenTolerance = 1e-4;  // golden/README.md
 
 struct Outcome {
   int code = -1;
   std::string out, err;
 };
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 class Cli : public testing::Test {
  protected:
@@ -72,16 +67,13 @@ class Cli : public testing::Test {
   fs::path dir_;
 };
 
-json golden_cases() { return json::parse(slurp(CIRCLEROPE_GOLDEN_FILE))["cases"]; }
-
 void expect_positions_match(const json& expected, const json& got) {
   ASSERT_EQ(got["position_ids"].size(), 3u);
   for (size_t a = 0; a < 3; ++a)
     for (size_t b = 0; b < expected["position_ids"][a].size(); ++b)
       for (size_t s = 0; s < expected["position_ids"][a][b].size(); ++s) {
         const double e = expected["position_ids"][a][b][s], g = got["position_ids"][a][b][s];
-        ASSERT_LE(std::fabs(e - g), kGoldenTolerance * std::max(1.0, std::fabs(e)))
-            << "axis " << a << " row " << b << " token " << s;
+        ASSERT_PRED2(golden_close, e, g) << "axis " << a << " row " << b << " token " << s;
       }
   for (size_t b = 0; b < expected["rope_deltas"].size(); ++b)
     EXPECT_NEAR(expected["rope_deltas"][b].get<double>(), got["rope_deltas"][b].get<double>(), kGoldenTolerance);
@@ -263,26 +255,38 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
   }
 }
 
+struct BadInvocation {
+  const char* args;
+  const char* fragment;
+  std::string stdin_text = "";
+};
+
 TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
-  expect_rejected(run("positions --request -", "{\"input_ids\": [[1, 2"), "not valid JSON");
-  expect_rejected(run("positions --request missing.json"), "cannot read request file 'missing.json'");
-  expect_rejected(run("positions --layout text:5,image:6"), "layout item 1 'image:6'");
-  expect_rejected(run("positions --layout text:5 --scheme spiral"), "unknown scheme 'spiral'");
-  expect_rejected(run("positions --layout text:5 --alpha 3"), "alpha must be in [0, 1] (got 3)");
-  expect_rejected(run("positions --layout text:5 --radius -2"), "radius must be a finite number > 0");
-  expect_rejected(run("positions --layout text:5 --format xml"), "--format 'xml'");
-  expect_rejected(run("positions --request - --scheme mrope", golden_cases()[0]["request"].dump()), "cannot be combined");
-  expect_rejected(run("positions"), "give --request FILE or --layout LAYOUT");
-  expect_rejected(run("ptd --layout text:5,image:3x3 --rotary-dim 7"), "rotary dim must be even");
-  expect_rejected(run("ptd --layout text:5,image:3x3 --sections 1,2"), "expected three integers");
-  expect_rejected(run("ptd --layout text:5,image:3x3 --schemes circle,spiral"), "unknown scheme 'spiral'");
-  expect_rejected(run("plot --layout text:5,image:3x3 --out x.png"), "ending in .svg");
-  expect_rejected(run("plot --layout text:5,image:3x3"), "--out");
-  expect_rejected(run("plan --plan CMX --layers 4"), "letter 2 'X'");
-  expect_rejected(run("plan --layers 0"), "1..100000 layers");
-  expect_rejected(run("positions --layout text:5 --alpha nan"), "--alpha: expected a finite number (got nan)");
-  expect_rejected(run("frobnicate"), "unknown command 'frobnicate'");
-  expect_rejected(run(""), "subcommand");
+  const std::vector<BadInvocation> cases = {
+      {"positions --request -", "not valid JSON", "{\"input_ids\": [[1, 2"},
+      {"positions --request missing.json", "cannot read request file 'missing.json'"},
+      {"positions --layout text:5,image:6", "layout item 1 'image:6'"},
+      {"positions --layout text:5 --scheme spiral", "unknown scheme 'spiral'"},
+      {"positions --layout text:5 --alpha 3", "alpha must be in [0, 1] (got 3)"},
+      {"positions --layout text:5 --radius -2", "radius must be a finite number > 0"},
+      {"positions --layout text:5 --format xml", "--format 'xml'"},
+      {"positions --request - --scheme mrope", "cannot be combined", golden_cases()[0]["request"].dump()},
+      {"positions", "give --request FILE or --layout LAYOUT"},
+      {"ptd --layout text:5,image:3x3 --rotary-dim 7", "rotary dim must be even"},
+      {"ptd --layout text:5,image:3x3 --sections 1,2", "expected three integers"},
+      {"ptd --layout text:5,image:3x3 --schemes circle,spiral", "unknown scheme 'spiral'"},
+      {"plot --layout text:5,image:3x3 --out x.png", "ending in .svg"},
+      {"plot --layout text:5,image:3x3", "--out"},
+      {"plan --plan CMX --layers 4", "letter 2 'X'"},
+      {"plan --layers 0", "1..100000 layers"},
+      {"positions --layout text:5 --alpha nan", "--alpha: expected a finite number (got nan)"},
+      {"frobnicate", "unknown command 'frobnicate'"},
+      {"", "subcommand"},
+  };
+  for (const BadInvocation& c : cases) {
+    SCOPED_TRACE(std::string("circlerope ") + c.args);
+    expect_rejected(run(c.args, c.stdin_text), c.fragment);
+  }
 }
 
 }  // namespace

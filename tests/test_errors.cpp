@@ -17,18 +17,16 @@
 #include "circlerope/age.h"
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
+#include "test_support.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kStart = 151652;
-constexpr int64_t kEnd = 151653;
-constexpr int64_t kImg = 151655;
-constexpr int64_t kVid = 151656;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -51,34 +49,6 @@ std::string error_of(const std::function<void()>& f) {
   }
   ADD_FAILURE() << "no error";
   return "<no error>";
-}
-
-struct Batch {
-  int64_t batch = 1, seq = 0;
-  std::vector<int64_t> ids, mask;
-  std::vector<GridTHW> images, videos;
-  std::vector<double> seconds;
-  RopeIndexInput input() const { return {ids, batch, seq, mask, images, videos, seconds}; }
-};
-
-Batch one_row(std::vector<int64_t> ids) {
-  Batch b;
-  b.seq = static_cast<int64_t>(ids.size());
-  b.ids = std::move(ids);
-  return b;
-}
-
-std::vector<int64_t> block(int64_t token, int64_t n) {
-  std::vector<int64_t> v = {kStart};
-  v.insert(v.end(), static_cast<size_t>(n), token);
-  v.push_back(kEnd);
-  return v;
-}
-
-std::vector<int64_t> cat(std::initializer_list<std::vector<int64_t>> parts) {
-  std::vector<int64_t> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
 }
 
 std::string rope_error(const Batch& b, const VisionConfig& v = {}, const Geometry& g = {Scheme::mrope, {}}) {

@@ -1,34 +1,17 @@
 // The published reference's positions (../shared/golden, copied to tests/data).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "golden_support.h"
 #include "request.h"
 
 namespace {
 
+using namespace circlerope::test;
 using nlohmann::json;
-
-// golden/README.md: 1e-4 absolute or relative, whichever is larger (the
-// reference computes in float32; we compute in double and round once).
-constexpr double kGoldenTolerance = 1e-4;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-json golden_cases() { return json::parse(slurp(CIRCLEROPE_GOLDEN_FILE))["cases"]; }
-
-bool close(double expected, double got) {
-  return std::fabs(expected - got) <= kGoldenTolerance * std::max(1.0, std::fabs(expected));
-}
 
 TEST(Golden, CopyMatchesSharedOriginal) {
   const std::string shared = slurp(CIRCLEROPE_SHARED_GOLDEN_FILE);
@@ -53,14 +36,14 @@ TEST(Golden, EveryCaseMatchesTheReference) {
         ASSERT_EQ(static_cast<int64_t>(expected["position_ids"][axis][b].size()), p.seq_len);
         for (int64_t s = 0; s < p.seq_len; ++s) {
           const double e = expected["position_ids"][axis][b][s].get<double>();
-          if (!close(e, p.at(axis, b, s)) && ++mismatches <= 10)
+          if (!golden_close(e, p.at(axis, b, s)) && ++mismatches <= 10)
             ADD_FAILURE() << "axis " << axis << " row " << b << " token " << s << ": expected " << e
                           << ", got " << p.at(axis, b, s);
         }
       }
     EXPECT_EQ(mismatches, 0);
     for (int64_t b = 0; b < p.batch; ++b)
-      EXPECT_PRED2(close, expected["rope_deltas"][b].get<double>(), p.rope_deltas[b]) << "row " << b;
+      EXPECT_PRED2(golden_close, expected["rope_deltas"][b].get<double>(), p.rope_deltas[b]) << "row " << b;
   }
 }
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -19,36 +18,16 @@
 
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
+#include "test_support.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::HasSubstr;
-
-// Qwen2.5-VL token ids (VisionConfig{} defaults); kEnd is vision_end, which is
-// plain text for the position rule.
-constexpr int64_t kStart = 151652;
-constexpr int64_t kEnd = 151653;
-constexpr int64_t kImg = 151655;
-constexpr int64_t kVid = 151656;
-
-// Positions after a Circle-RoPE block are float32 values of magnitude up to
-// ~|c| + R; a float32 rounding of such a value is off by <= 2^-24 of it. Four
-// roundings (ring, anchor add, running max, delta) stay under 4 * FLT_EPSILON
-// relative to the largest magnitude involved.
-constexpr double kFloatRoundings = 4.0 * FLT_EPSILON;
 
 using Triple = std::array<double, 3>;
 Triple tri(double x) { return {x, x, x}; }
-
-// A batch that owns its arrays.
-struct Batch {
-  int64_t batch = 0, seq = 0;
-  std::vector<int64_t> ids, mask;
-  std::vector<GridTHW> images, videos;
-  std::vector<double> seconds;
-  RopeIndexInput input() const { return {ids, batch, seq, mask, images, videos, seconds}; }
-};
 
 // A random text token: never a vision token; sometimes a lone vision start or
 // a vision end, which are text when no vision token follows.
@@ -65,6 +44,23 @@ void expect_row(const Positions& p, int64_t row, const std::vector<Triple>& want
     for (int a = 0; a < 3; ++a)
       EXPECT_EQ(p.at(a, row, s), static_cast<float>(want[static_cast<size_t>(s)][a]))
           << "row " << row << ", token " << s << ", axis " << a;
+}
+
+// Every field of every block, in order of appearance (BlockInfo: row, begin,
+// t, hm, wm, is_video, grid_index, anchor).
+void expect_blocks(const Positions& p, const std::vector<BlockInfo>& want) {
+  ASSERT_EQ(p.blocks.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    const BlockInfo &got = p.blocks[k], &w = want[k];
+    EXPECT_EQ(got.row, w.row) << "block " << k;
+    EXPECT_EQ(got.begin, w.begin) << "block " << k;
+    EXPECT_EQ(got.t, w.t) << "block " << k;
+    EXPECT_EQ(got.hm, w.hm) << "block " << k;
+    EXPECT_EQ(got.wm, w.wm) << "block " << k;
+    EXPECT_EQ(got.is_video, w.is_video) << "block " << k;
+    EXPECT_EQ(got.grid_index, w.grid_index) << "block " << k;
+    EXPECT_EQ(got.anchor, w.anchor) << "block " << k;
+  }
 }
 
 Geometry random_geometry(std::mt19937& rng) {
@@ -221,11 +217,8 @@ TEST(PositionsText, EmptyBatchAndEmptyRows) {
 
 TEST(PositionsMrope, SeveralImagesInOneRow) {
   // T T S [2x2] E T S [1x2] E T T S [2x3] E      (merge 2)
-  Batch b;
-  b.batch = 1;
-  b.ids = {7, 8, kStart, kImg, kImg, kImg, kImg, kEnd, 9, kStart, kImg, kImg, kEnd, 10, 11,
-           kStart, kImg, kImg, kImg, kImg, kImg, kImg, kEnd};
-  b.seq = static_cast<int64_t>(b.ids.size());
+  Batch b = one_row({7, 8, kStart, kImg, kImg, kImg, kImg, kEnd, 9, kStart, kImg, kImg, kEnd, 10, 11,
+                     kStart, kImg, kImg, kImg, kImg, kImg, kImg, kEnd});
   b.images = {{1, 4, 4}, {1, 2, 4}, {1, 4, 6}};
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::mrope, {}});
   // anchor 3: (0,r,q) + 3; max 4 -> E at 5; anchor 8; max 9 -> E 10; anchor 14
@@ -235,15 +228,10 @@ TEST(PositionsMrope, SeveralImagesInOneRow) {
               tri(7), {8, 8, 8}, {8, 8, 9}, tri(10), tri(11), tri(12), tri(13), {14, 14, 14},
               {14, 14, 15}, {14, 14, 16}, {14, 15, 14}, {14, 15, 15}, {14, 15, 16}, tri(17)});
   EXPECT_EQ(p.rope_deltas[0], 18.0f - 23.0f);
-  ASSERT_EQ(p.blocks.size(), 3u);
-  EXPECT_EQ(p.blocks[0].begin, 3);
-  EXPECT_EQ(p.blocks[0].anchor, 3.0);
-  EXPECT_EQ(p.blocks[1].begin, 10);
-  EXPECT_EQ(p.blocks[1].anchor, 8.0);
-  EXPECT_EQ(p.blocks[2].grid_index, 2);
-  EXPECT_EQ(p.blocks[2].hm, 2);
-  EXPECT_EQ(p.blocks[2].wm, 3);
-  EXPECT_EQ(p.blocks[2].anchor, 14.0);
+  // row, begin, t, hm, wm, is_video, grid_index, anchor
+  expect_blocks(p, {{0, 3, 1, 2, 2, false, 0, 3.0},
+                    {0, 10, 1, 1, 2, false, 1, 8.0},
+                    {0, 16, 1, 2, 3, false, 2, 14.0}});
   for (int64_t s : {3, 4, 5, 6}) EXPECT_EQ(p.token_block[static_cast<size_t>(s)], 0);
   for (int64_t s : {0, 1, 2, 7, 8, 9}) EXPECT_EQ(p.token_block[static_cast<size_t>(s)], kTextToken);
 }
@@ -287,23 +275,17 @@ TEST(PositionsMrope, VideosWithFractionalSecondsPerGridAcrossRows) {
   EXPECT_EQ(p.rope_deltas[0], 8.0f - 12.0f);
   EXPECT_EQ(p.rope_deltas[1], 9.0f - 12.0f);
   EXPECT_EQ(p.rope_deltas[2], 12.0f - 12.0f);
-  ASSERT_EQ(p.blocks.size(), 3u);
-  for (int64_t r = 0; r < 3; ++r) {
-    EXPECT_EQ(p.blocks[static_cast<size_t>(r)].row, r);
-    EXPECT_EQ(p.blocks[static_cast<size_t>(r)].grid_index, r);
-    EXPECT_TRUE(p.blocks[static_cast<size_t>(r)].is_video);
-  }
+  // row, begin, t, hm, wm, is_video, grid_index, anchor
+  expect_blocks(p, {{0, 2, 4, 1, 2, true, 0, 2.0},
+                    {1, 2, 4, 1, 2, true, 1, 2.0},
+                    {2, 2, 4, 1, 1, true, 2, 2.0}});
 }
 
 TEST(PositionsMrope, FrameTimeIsTruncatedInFloat32) {
   // s = 2.3, 26 frames of one token: in float32 25 * 2.3f = 57.5f exactly after
   // rounding, times 2 = 115; the same product in double is 114.99999999999999
   // and would truncate to 114. SPEC/brief: float32, like the reference.
-  Batch b;
-  b.batch = 1;
-  b.ids = {kStart};
-  b.ids.insert(b.ids.end(), 26, kVid);
-  b.seq = static_cast<int64_t>(b.ids.size());
+  Batch b = one_row(cat({{kStart}, std::vector<int64_t>(26, kVid)}));
   b.videos = {{26, 2, 2}};
   b.seconds = {2.3};
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::mrope, {}});
@@ -326,10 +308,7 @@ TEST(PositionsMrope, FrameTimeIsTruncatedInFloat32) {
 }
 
 TEST(PositionsMrope, SecondsDefaultToOneAndZeroSecondsFreezeTime) {
-  Batch b;
-  b.batch = 1;
-  b.ids = {kStart, kVid, kVid, kVid, kStart, kVid, kVid, kVid};
-  b.seq = 8;
+  Batch b = one_row({kStart, kVid, kVid, kVid, kStart, kVid, kVid, kVid});
   b.videos = {{3, 2, 2}, {3, 2, 2}};
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::mrope, {}});
   // default 1 s/grid, 2 tokens/s: tau = 0, 2, 4; anchor 1 -> 1, 3, 5; next 6.
@@ -341,10 +320,7 @@ TEST(PositionsMrope, SecondsDefaultToOneAndZeroSecondsFreezeTime) {
 
 TEST(PositionsMrope, TimeIndexModeUsesTheFrameNumber) {
   // Qwen2-VL: tau(f) = f whatever the seconds and tokens_per_second.
-  Batch b;
-  b.batch = 1;
-  b.ids = {kStart, kVid, kVid, kVid, kVid, kVid, kVid, 3};
-  b.seq = 8;
+  Batch b = one_row({kStart, kVid, kVid, kVid, kVid, kVid, kVid, 3});
   b.videos = {{3, 2, 4}};  // 1x2 per frame
   b.seconds = {0.5};
   VisionConfig v;
@@ -382,28 +358,17 @@ TEST(PositionsMrope, PaddedBatchConsumesGridsRowAfterRow) {
   EXPECT_EQ(p.rope_deltas[0], 6.0f - 12.0f);
   EXPECT_EQ(p.rope_deltas[1], 10.0f - 12.0f);
   EXPECT_EQ(p.rope_deltas[2], -12.0f);
-  ASSERT_EQ(p.blocks.size(), 3u);
-  EXPECT_EQ(p.blocks[0].row, 0);
-  EXPECT_EQ(p.blocks[0].begin, 6);
-  EXPECT_EQ(p.blocks[0].grid_index, 0);
-  EXPECT_EQ(p.blocks[1].row, 1);
-  EXPECT_EQ(p.blocks[1].begin, 2);
-  EXPECT_EQ(p.blocks[1].grid_index, 1);
-  EXPECT_FALSE(p.blocks[1].is_video);
-  EXPECT_EQ(p.blocks[2].row, 1);
-  EXPECT_TRUE(p.blocks[2].is_video);
-  EXPECT_EQ(p.blocks[2].t, 2);
-  EXPECT_EQ(p.blocks[2].anchor, 6.0);
+  // row, begin, t, hm, wm, is_video, grid_index, anchor
+  expect_blocks(p, {{0, 6, 1, 2, 2, false, 0, 2.0},
+                    {1, 2, 1, 1, 2, false, 1, 2.0},
+                    {1, 6, 2, 1, 2, true, 0, 6.0}});
   for (int64_t s = 0; s < 12; ++s) EXPECT_EQ(p.token_block[static_cast<size_t>(24 + s)], kMaskedToken);
 }
 
 TEST(PositionsMrope, MaskedGapInsideABlockIsRemovedFirst) {
   // Blocks are found among the unmasked tokens: a masked token in the middle of
   // a run does not split it.
-  Batch b;
-  b.batch = 1;
-  b.seq = 7;
-  b.ids = {kStart, kImg, 42, kImg, kImg, kImg, 9};
+  Batch b = one_row({kStart, kImg, 42, kImg, kImg, kImg, 9});
   b.mask = {1, 1, 0, 1, 1, 1, 1};
   b.images = {{1, 4, 4}};
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::mrope, {}});
@@ -413,10 +378,7 @@ TEST(PositionsMrope, MaskedGapInsideABlockIsRemovedFirst) {
 
 TEST(PositionsMrope, BlocksAtTheVeryStartAndTheVeryEndOfARow) {
   // S [2x2] T T S [1x2]   (the row ends on a vision token, no vision end)
-  Batch b;
-  b.batch = 1;
-  b.ids = {kStart, kImg, kImg, kImg, kImg, 3, 4, kStart, kImg, kImg};
-  b.seq = 10;
+  Batch b = one_row({kStart, kImg, kImg, kImg, kImg, 3, 4, kStart, kImg, kImg});
   b.images = {{1, 4, 4}, {1, 2, 4}};
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::mrope, {}});
   expect_row(p, 0,
@@ -424,26 +386,21 @@ TEST(PositionsMrope, BlocksAtTheVeryStartAndTheVeryEndOfARow) {
               {6, 6, 7}});
   EXPECT_EQ(p.rope_deltas[0], 8.0f - 10.0f);
   // Without markers (layout form) a block can even sit at position 0.
-  const Positions q =
-      layout_positions(parse_layout("image:2x2,text:2"), VisionConfig{}, {Scheme::mrope, {}});
+  const Positions q = from_layout("image:2x2,text:2", Scheme::mrope);
   expect_row(q, 0, {{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}, tri(2), tri(3)});
   EXPECT_EQ(q.rope_deltas[0], 4.0f - 6.0f);
 }
 
 TEST(PositionsMrope, TwoBlocksBackToBack) {
   // S [1x2] S [video 1 x 1x2] E
-  Batch b;
-  b.batch = 1;
-  b.ids = {kStart, kImg, kImg, kStart, kVid, kVid, kEnd};
-  b.seq = 7;
+  Batch b = one_row({kStart, kImg, kImg, kStart, kVid, kVid, kEnd});
   b.images = {{1, 2, 4}};
   b.videos = {{1, 2, 4}};
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::mrope, {}});
   expect_row(p, 0, {tri(0), {1, 1, 1}, {1, 1, 2}, tri(3), {4, 4, 4}, {4, 4, 5}, tri(6)});
   EXPECT_EQ(p.rope_deltas[0], 0.0f);
   // Truly adjacent blocks (layout form): the second anchor is the first's max + 1.
-  const Positions q =
-      layout_positions(parse_layout("image:1x2,image:2x2"), VisionConfig{}, {Scheme::mrope, {}});
+  const Positions q = from_layout("image:1x2,image:2x2", Scheme::mrope);
   expect_row(q, 0, {{0, 0, 0}, {0, 0, 1}, {2, 2, 2}, {2, 2, 3}, {2, 3, 2}, {2, 3, 3}});
   EXPECT_EQ(q.rope_deltas[0], 4.0f - 6.0f);
   ASSERT_EQ(q.blocks.size(), 2u);
@@ -453,10 +410,7 @@ TEST(PositionsMrope, TwoBlocksBackToBack) {
 TEST(PositionsMrope, MergeSizeOneAndThree) {
   VisionConfig v1;
   v1.spatial_merge_size = 1;
-  Batch b;
-  b.batch = 1;
-  b.ids = {kStart, kImg, kImg, kImg, kImg, kImg, kImg, 8};
-  b.seq = 8;
+  Batch b = one_row({kStart, kImg, kImg, kImg, kImg, kImg, kImg, 8});
   b.images = {{1, 2, 3}};
   const Positions p = rope_index(b.input(), v1, {Scheme::mrope, {}});
   expect_row(p, 0,
@@ -471,14 +425,16 @@ TEST(PositionsMrope, MergeSizeOneAndThree) {
 
 // ---------------------------------------------- vanilla / unordered by hand ---
 
-TEST(PositionsVanilla, HandCase) {
-  // T S [2x2] E T, then S [video 2 x 1x2]
-  Batch b;
-  b.batch = 1;
-  b.ids = {3, kStart, kImg, kImg, kImg, kImg, kEnd, 4, kStart, kVid, kVid, kVid, kVid};
-  b.seq = 13;
+// T S [2x2] E T, then S [video 2 x 1x2]
+Batch image_then_video() {
+  Batch b = one_row({3, kStart, kImg, kImg, kImg, kImg, kEnd, 4, kStart, kVid, kVid, kVid, kVid});
   b.images = {{1, 4, 4}};
   b.videos = {{2, 2, 4}};
+  return b;
+}
+
+TEST(PositionsVanilla, HandCase) {
+  Batch b = image_then_video();
   b.seconds = {3.0};  // vanilla ignores time
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::vanilla, {}});
   std::vector<Triple> want;
@@ -488,12 +444,7 @@ TEST(PositionsVanilla, HandCase) {
 }
 
 TEST(PositionsUnordered, HandCase) {
-  Batch b;
-  b.batch = 1;
-  b.ids = {3, kStart, kImg, kImg, kImg, kImg, kEnd, 4, kStart, kVid, kVid, kVid, kVid};
-  b.seq = 13;
-  b.images = {{1, 4, 4}};
-  b.videos = {{2, 2, 4}};
+  const Batch b = image_then_video();
   const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::unordered, {}});
   // T0 S1 [2 2 2 2] E3 T4 S5 [6 6 6 6]; max 6 -> delta 7 - 13
   expect_row(p, 0,
@@ -734,8 +685,7 @@ TEST(PositionsInto, RejectsWrongOutputSizes) {
 // ------------------------------------------------------ layout_positions ---
 
 TEST(PositionsLayout, PaperToyHasNoMarkers) {
-  const Positions p =
-      layout_positions(parse_layout("text:5,image:3x3"), VisionConfig{}, {Scheme::mrope, {}});
+  const Positions p = from_layout("text:5,image:3x3", Scheme::mrope);
   EXPECT_EQ(p.batch, 1);
   EXPECT_EQ(p.seq_len, 14);
   std::vector<Triple> want = {tri(0), tri(1), tri(2), tri(3), tri(4)};

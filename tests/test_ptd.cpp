@@ -19,14 +19,13 @@
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
 #include "circlerope/rotary.h"
+#include "test_support.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::HasSubstr;
-
-constexpr int64_t kStart = 151652;
-constexpr int64_t kImg = 151655;
 
 // Sums of a few hundred double terms in a different order: 1e-12 of the
 // values involved (positions < 100, kernel values in [-1, 1]).
@@ -116,26 +115,26 @@ ToyRow split_row(const Positions& p, int64_t row) {
   return out;
 }
 
-Positions toy(const char* layout, Scheme s, const CircleConfig& c = {}) {
-  return layout_positions(parse_layout(layout), VisionConfig{}, {s, c});
-}
-
 // ---------------------------------------------------------- paper toy ---
 
 TEST(Ptd, PaperToyAllFourSchemes) {
   const RotaryConfig rotary;
-  const CouplingMetrics v = coupling_metrics(toy("text:5,image:3x3", Scheme::vanilla), Scheme::vanilla, rotary);
+  const CouplingMetrics v =
+      coupling_metrics(from_layout("text:5,image:3x3", Scheme::vanilla), Scheme::vanilla, rotary);
   EXPECT_NEAR(v.ptd, 20.0 / 9.0, kSumOrderTol);  // 2.222, not the 3-axis 3.849
   const CouplingMetrics u =
-      coupling_metrics(toy("text:5,image:3x3", Scheme::unordered), Scheme::unordered, rotary);
+      coupling_metrics(from_layout("text:5,image:3x3", Scheme::unordered), Scheme::unordered, rotary);
   EXPECT_EQ(u.ptd, 0.0);
   EXPECT_NEAR(u.rope_kernel_deviation, 0.0, kSumOrderTol);
-  const CouplingMetrics c = coupling_metrics(toy("text:5,image:3x3", Scheme::circle), Scheme::circle, rotary);
+  const CouplingMetrics c =
+      coupling_metrics(from_layout("text:5,image:3x3", Scheme::circle), Scheme::circle, rotary);
   EXPECT_NEAR(c.ptd, 0.0, kCirclePtdTol);
   // Circle-RoPE is PTD-free but not RoPE-kernel-free (DESIGN.md).
   EXPECT_GT(c.rope_kernel_deviation, 1e-3);
-  const CouplingMetrics m = coupling_metrics(toy("text:5,image:3x3", Scheme::mrope), Scheme::mrope, rotary);
-  const CouplingMetrics m2 = coupling_metrics(toy("image:3x3,text:5", Scheme::mrope), Scheme::mrope, rotary);
+  const CouplingMetrics m =
+      coupling_metrics(from_layout("text:5,image:3x3", Scheme::mrope), Scheme::mrope, rotary);
+  const CouplingMetrics m2 =
+      coupling_metrics(from_layout("image:3x3,text:5", Scheme::mrope), Scheme::mrope, rotary);
 
   // M-RoPE by hand: text (k,k,k), k = 0..4, image (5, 5 + r, 5 + q).
   std::vector<P3> text, image;
@@ -180,7 +179,7 @@ TEST(Ptd, CirclePtdIsZeroForRandomConfigsWithoutDff) {
     const int hm = std::uniform_int_distribution<int>(1, 8)(rng);
     const int wm = std::uniform_int_distribution<int>(1, 8)(rng);
     const std::string layout = "text:3,image:" + std::to_string(hm) + "x" + std::to_string(wm) + ",text:4";
-    const CouplingMetrics m = coupling_metrics(toy(layout.c_str(), Scheme::circle, c), Scheme::circle, {});
+    const CouplingMetrics m = coupling_metrics(from_layout(layout, Scheme::circle, c), Scheme::circle, {});
     // float32 positions of magnitude up to ~3 + 2R + shift
     EXPECT_NEAR(m.ptd, 0.0, 8 * FLT_EPSILON * (10 + 3 * c.radius)) << layout;
   }
@@ -270,18 +269,18 @@ TEST(Ptd, SeveralBlocksPerRowAreReportedEachAndAveraged) {
 }
 
 TEST(Ptd, RowWithoutTextIsSkippedAndNoBlockGivesNaN) {
-  const CouplingMetrics only_image = coupling_metrics(toy("image:2x2", Scheme::mrope), Scheme::mrope, {});
+  const CouplingMetrics only_image = coupling_metrics(from_layout("image:2x2", Scheme::mrope), Scheme::mrope, {});
   EXPECT_TRUE(only_image.blocks.empty());
   EXPECT_TRUE(only_image.rows.empty());
   EXPECT_TRUE(std::isnan(only_image.ptd));
   EXPECT_TRUE(std::isnan(only_image.rope_kernel_deviation));
-  const CouplingMetrics only_text = coupling_metrics(toy("text:7", Scheme::circle), Scheme::circle, {});
+  const CouplingMetrics only_text = coupling_metrics(from_layout("text:7", Scheme::circle), Scheme::circle, {});
   EXPECT_TRUE(only_text.blocks.empty());
   EXPECT_TRUE(std::isnan(only_text.ptd));
   EXPECT_TRUE(std::isnan(only_text.rope_kernel_deviation));
   // Two adjacent blocks and no text at all: still nothing to report.
   EXPECT_TRUE(std::isnan(
-      coupling_metrics(toy("image:2x2,video:2x1x3", Scheme::vanilla), Scheme::vanilla, {}).ptd));
+      coupling_metrics(from_layout("image:2x2,video:2x1x3", Scheme::vanilla), Scheme::vanilla, {}).ptd));
   // Row 0 text only, row 1 with a block: only row 1 is reported.
   const std::vector<int64_t> ids = {1, 2, 3, 4, 5, kStart, kImg, kImg, kImg, kImg};
   const std::vector<GridTHW> images = {{1, 4, 4}};
@@ -297,12 +296,12 @@ TEST(Ptd, RowWithoutTextIsSkippedAndNoBlockGivesNaN) {
 }
 
 TEST(Ptd, NeedsTheTokenMap) {
-  Positions p = toy("text:2,image:2x2", Scheme::mrope);
+  Positions p = from_layout("text:2,image:2x2", Scheme::mrope);
   p.token_block.clear();
   EXPECT_THROW(coupling_metrics(p, Scheme::mrope, {}), Error);
   RotaryConfig bad;
   bad.rotary_dim = 7;
-  EXPECT_THROW(coupling_metrics(toy("text:2,image:2x2", Scheme::mrope), Scheme::mrope, bad), Error);
+  EXPECT_THROW(coupling_metrics(from_layout("text:2,image:2x2", Scheme::mrope), Scheme::mrope, bad), Error);
 }
 
 // ---------------------------------------------- RoPE kernel deviation ---
@@ -328,7 +327,7 @@ TEST(Ptd, RopeKernelDeviationMatchesBruteForceForEveryLayout) {
   for (const RotaryConfig& r : configs)
     for (Scheme s : kAllSchemes)
       for (const char* layout : {"text:4,image:3x2,text:3", "text:2,video:3x2x2@0.5,text:1"}) {
-        const Positions p = toy(layout, s, c);
+        const Positions p = from_layout(layout, s, c);
         const CouplingMetrics m = coupling_metrics(p, s, r);
         const ToyRow row = split_row(p, 0);
         ASSERT_EQ(m.blocks.size(), 1u);

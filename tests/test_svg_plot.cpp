@@ -14,6 +14,7 @@
 #include "circlerope/error.h"
 #include "circlerope/positions.h"
 #include "svg_plot.h"
+#include "test_support.h"
 
 namespace {
 
@@ -24,16 +25,11 @@ using circlerope::Scheme;
 using circlerope::VisionConfig;
 using circlerope::cli::PlotPanel;
 using circlerope::cli::render_svg;
+using circlerope::test::from_layout;
 
 constexpr const char* kSmallLayout = "text:5,image:6x6,text:4";
 constexpr const char* kMixedLayout =
     "text:20,image:6x8,text:9,image:4x4,text:7,video:4x4x6,text:21";
-
-Positions layout(const std::string& text, Scheme scheme,
-                 circlerope::CircleConfig circle = circlerope::CircleConfig{}) {
-  const auto segments = circlerope::parse_layout(text);
-  return circlerope::layout_positions(segments, VisionConfig{}, Geometry{scheme, circle});
-}
 
 std::string render_one(const Positions& positions, const std::string& title = "panel",
                        int64_t row = 0) {
@@ -99,7 +95,7 @@ void expect_well_formed(const std::string& svg) {
 }
 
 TEST(SvgPlot, StandaloneWellFormedDocument) {
-  const Positions pos = layout(kSmallLayout, Scheme::circle);
+  const Positions pos = from_layout(kSmallLayout, Scheme::circle);
   const std::string svg = render_one(pos);
   expect_well_formed(svg);
   EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
@@ -109,14 +105,14 @@ TEST(SvgPlot, StandaloneWellFormedDocument) {
 TEST(SvgPlot, OneCirclePerUnmaskedTokenInEveryScheme) {
   for (const Scheme scheme : circlerope::kAllSchemes) {
     for (const char* text : {kSmallLayout, kMixedLayout}) {
-      const Positions pos = layout(text, scheme);
+      const Positions pos = from_layout(text, scheme);
       const std::string svg = render_one(pos);
       EXPECT_EQ(count(svg, "<circle"), static_cast<size_t>(unmasked_tokens(pos, 0)))
           << circlerope::to_string(scheme) << " " << text;
       expect_well_formed(svg);
     }
   }
-  EXPECT_EQ(count(render_one(layout(kSmallLayout, Scheme::circle)), "<circle"), 5u + 36u + 4u);
+  EXPECT_EQ(count(render_one(from_layout(kSmallLayout, Scheme::circle)), "<circle"), 5u + 36u + 4u);
 }
 
 TEST(SvgPlot, SkipsMaskedTokensOfThePaddedRow) {
@@ -142,7 +138,7 @@ TEST(SvgPlot, SkipsMaskedTokensOfThePaddedRow) {
 }
 
 TEST(SvgPlot, EscapesTitleAndSubtitle) {
-  const Positions pos = layout(kSmallLayout, Scheme::mrope);
+  const Positions pos = from_layout(kSmallLayout, Scheme::mrope);
   const PlotPanel panel{"a<b&c", "it's \"quoted\" > x\x01y", &pos, 0};
   const std::string svg = render_svg(std::span<const PlotPanel>(&panel, 1));
   EXPECT_NE(svg.find("a&lt;b&amp;c"), std::string::npos);
@@ -152,7 +148,7 @@ TEST(SvgPlot, EscapesTitleAndSubtitle) {
 }
 
 TEST(SvgPlot, LongTitlesAreCutToThePanel) {
-  const Positions pos = layout(kSmallLayout, Scheme::circle);
+  const Positions pos = from_layout(kSmallLayout, Scheme::circle);
   const std::string long_title(400, 'x');
   const std::string svg = render_one(pos, long_title);
   EXPECT_EQ(svg.find(long_title), std::string::npos);
@@ -161,7 +157,7 @@ TEST(SvgPlot, LongTitlesAreCutToThePanel) {
 }
 
 TEST(SvgPlot, LegendNamesEveryBlock) {
-  const std::string svg = render_one(layout(kMixedLayout, Scheme::circle));
+  const std::string svg = render_one(from_layout(kMixedLayout, Scheme::circle));
   EXPECT_NE(svg.find("image 0: 6x8"), std::string::npos);
   EXPECT_NE(svg.find("image 1: 4x4"), std::string::npos);
   EXPECT_NE(svg.find("video 0: 4x4x6"), std::string::npos);
@@ -174,7 +170,7 @@ TEST(SvgPlot, ManyBlocksEndTheLegendWithMore) {
   // Labels of growing width ("image 9" then "image 10") in panels of two widths.
   std::string text = "text:2";
   for (int i = 0; i < 30; ++i) text += ",image:2x3,text:1";
-  const Positions pos = layout(text, Scheme::mrope);
+  const Positions pos = from_layout(text, Scheme::mrope);
   for (const size_t panel_count : {size_t{1}, size_t{2}}) {
     const std::vector<PlotPanel> panels(panel_count, PlotPanel{"many", "", &pos, 0});
     const std::string svg = render_svg(panels);
@@ -193,24 +189,24 @@ TEST(SvgPlot, ManyBlocksEndTheLegendWithMore) {
 }
 
 TEST(SvgPlot, CircleRingsAreDrawnPerFrameAndGridsAreNot) {
-  EXPECT_EQ(count(render_one(layout(kSmallLayout, Scheme::circle)), "class=\"ring\""), 1u);
+  EXPECT_EQ(count(render_one(from_layout(kSmallLayout, Scheme::circle)), "class=\"ring\""), 1u);
   // video:4x4x6 is 4 frames of a 4x6 grid: one ring per frame.
   EXPECT_EQ(
-      count(render_one(layout("text:3,video:4x4x6,text:2", Scheme::circle)), "class=\"ring\""), 4u);
-  EXPECT_EQ(count(render_one(layout(kMixedLayout, Scheme::mrope)), "class=\"ring\""), 0u);
-  EXPECT_EQ(count(render_one(layout(kMixedLayout, Scheme::vanilla)), "class=\"ring\""), 0u);
+      count(render_one(from_layout("text:3,video:4x4x6,text:2", Scheme::circle)), "class=\"ring\""), 4u);
+  EXPECT_EQ(count(render_one(from_layout(kMixedLayout, Scheme::mrope)), "class=\"ring\""), 0u);
+  EXPECT_EQ(count(render_one(from_layout(kMixedLayout, Scheme::vanilla)), "class=\"ring\""), 0u);
   // dff_rate 1 puts the plain grid in the ring's plane: no longer a circle.
   circlerope::CircleConfig flat;
   flat.dff_rate = 1.0;
-  EXPECT_EQ(count(render_one(layout(kSmallLayout, Scheme::circle, flat)), "class=\"ring\""), 0u);
+  EXPECT_EQ(count(render_one(from_layout(kSmallLayout, Scheme::circle, flat)), "class=\"ring\""), 0u);
   // move_to_positive shifts the ring along (1,1,1): still a ring around the text axis.
   circlerope::CircleConfig shifted;
   shifted.move_to_positive = circlerope::PositiveShift::automatic;
-  EXPECT_EQ(count(render_one(layout(kSmallLayout, Scheme::circle, shifted)), "class=\"ring\""), 1u);
+  EXPECT_EQ(count(render_one(from_layout(kSmallLayout, Scheme::circle, shifted)), "class=\"ring\""), 1u);
 }
 
 TEST(SvgPlot, ConeLinesAreCappedForLargeBlocks) {
-  const std::string svg = render_one(layout("text:3,image:20x20,text:2", Scheme::circle));
+  const std::string svg = render_one(from_layout("text:3,image:20x20,text:2", Scheme::circle));
   const size_t at = svg.find("class=\"cone\" d=\"");
   ASSERT_NE(at, std::string::npos);
   const size_t begin = at + 16, end = svg.find('"', begin);
@@ -222,7 +218,7 @@ TEST(SvgPlot, ConeLinesAreCappedForLargeBlocks) {
 }
 
 TEST(SvgPlot, NumbersKeepAtMostOneDecimal) {
-  const Positions pos = layout(kMixedLayout, Scheme::circle);
+  const Positions pos = from_layout(kMixedLayout, Scheme::circle);
   const std::string svg = render_one(pos, "circle");
   EXPECT_FALSE(std::regex_search(svg, std::regex("[0-9]\\.[0-9]{2,}")));
   // A 112-token row stays small.
@@ -231,7 +227,7 @@ TEST(SvgPlot, NumbersKeepAtMostOneDecimal) {
 
 TEST(SvgPlot, GridOfPanels) {
   std::vector<Positions> pos;
-  for (const Scheme scheme : circlerope::kAllSchemes) pos.push_back(layout(kMixedLayout, scheme));
+  for (const Scheme scheme : circlerope::kAllSchemes) pos.push_back(from_layout(kMixedLayout, scheme));
   auto panels_of = [&](size_t n) {
     std::vector<PlotPanel> panels;
     for (size_t i = 0; i < n; ++i) {
@@ -268,7 +264,7 @@ TEST(SvgPlot, DegenerateRowsStayFinite) {
   for (const Scheme scheme : circlerope::kAllSchemes) {
     for (const char* text : {"text:1", "text:6", "image:1x1", "image:3x3",
                              "text:2,image:1x1,text:2", "image:2x2,text:3", "video:3x1x1"}) {
-      const Positions pos = layout(text, scheme);
+      const Positions pos = from_layout(text, scheme);
       const std::string svg = render_one(pos);
       SCOPED_TRACE(std::string(circlerope::to_string(scheme)) + " " + text);
       expect_well_formed(svg);
@@ -307,7 +303,7 @@ TEST(SvgPlot, RejectsBadInput) {
   const PlotPanel null_panel{"x", "", nullptr, 0};
   EXPECT_THROW(render_svg(std::span<const PlotPanel>(&null_panel, 1)), Error);
 
-  const Positions pos = layout(kSmallLayout, Scheme::circle);
+  const Positions pos = from_layout(kSmallLayout, Scheme::circle);
   for (const int64_t row : {int64_t{-1}, int64_t{1}, int64_t{100}}) {
     const PlotPanel bad_row{"x", "", &pos, row};
     try {

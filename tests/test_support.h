@@ -1,0 +1,70 @@
+// Helpers shared by the GoogleTest suites (tests/test_*.cpp): token ids, the
+// float32 tolerance, a batch that owns its arrays and a few ways to build one.
+// Not a test source itself: tests/CMakeLists.txt globs only test_*.cpp.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+#include <initializer_list>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "circlerope/positions.h"
+
+namespace circlerope::test {
+
+// Qwen2.5-VL token ids (the VisionConfig{} defaults), spelled out so tests do not
+// read them back from the library; kEnd (vision_end) is plain text for positions.
+inline constexpr int64_t kStart = 151652;
+inline constexpr int64_t kEnd = 151653;
+inline constexpr int64_t kImg = 151655;
+inline constexpr int64_t kVid = 151656;
+
+// Circle-RoPE positions are float32 values of magnitude up to ~|c| + R (+ S when
+// decoding); each float32 rounding is off by <= 2^-24 of it, and the at most four
+// roundings on any path (ring, anchor add, running max, delta; or delta, then
+// p + delta when decoding) stay under 4 * FLT_EPSILON of the largest magnitude.
+inline constexpr double kFloatRoundings = 4.0 * FLT_EPSILON;
+
+// A batch that owns its arrays (RopeIndexInput only views them); the default is
+// the empty batch (0 rows of 0 tokens).
+struct Batch {
+  int64_t batch = 0, seq = 0;
+  std::vector<int64_t> ids, mask;
+  std::vector<GridTHW> images, videos;
+  std::vector<double> seconds;
+  RopeIndexInput input() const { return {ids, batch, seq, mask, images, videos, seconds}; }
+};
+
+// A batch of one unpadded row holding `ids` (grids, mask and seconds left empty).
+inline Batch one_row(std::vector<int64_t> ids) {
+  Batch b;
+  b.batch = 1;
+  b.seq = static_cast<int64_t>(ids.size());
+  b.ids = std::move(ids);
+  return b;
+}
+
+// A vision block as it stands in input_ids: start marker, n `token`s, end marker.
+inline std::vector<int64_t> block(int64_t token, int64_t n) {
+  std::vector<int64_t> v = {kStart};
+  v.insert(v.end(), static_cast<size_t>(n), token);
+  v.push_back(kEnd);
+  return v;
+}
+
+// The concatenation of `parts`, to write a row as text runs and block(...)s.
+inline std::vector<int64_t> cat(std::initializer_list<std::vector<int64_t>> parts) {
+  std::vector<int64_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// The positions of a token-free layout ("text:5,image:3x3") under one scheme,
+// with the default VisionConfig.
+inline Positions from_layout(std::string_view layout, Scheme scheme, const CircleConfig& circle = {}) {
+  return layout_positions(parse_layout(layout), VisionConfig{}, {scheme, circle});
+}
+
+}  // namespace circlerope::test
