@@ -162,8 +162,9 @@ struct Positions {
 Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry);
 
-// The allocation-free form for engines and the PyTorch op: writes
-// position_ids [3][batch][seq_len] and rope_deltas [batch] into caller memory.
+// For engines and the PyTorch op: writes position_ids [3][batch][seq_len] and
+// rope_deltas [batch] into caller memory (scratch is only allocated for masked
+// rows and ring tables). When it throws, the outputs may be partly written.
 void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry, std::span<float> position_ids,
                      std::span<float> rope_deltas);

@@ -28,6 +28,33 @@ void check_grid(int64_t hm, int64_t wm) {
   if (hm < 1 || wm < 1) detail::fail("vision grid ", hm, "x", wm, " must have sides >= 1");
 }
 
+// atan2(y', x') of every cell, raster order (SPEC 3 step 4). A centred grid is
+// symmetric under q -> wm-1-q (x' -> -x') and r -> hm-1-r (y' -> -y'), and
+// atan2(y, -x) = pi - atan2(y, x), atan2(-y, x) = -atan2(y, x) for y, x > 0
+// (and the mirrors of an axis cell are itself), so one quadrant's atan2 gives
+// all four: a quarter of the calls, within one ulp of calling it everywhere.
+std::vector<double> polar_angles(int64_t hm, int64_t wm, const Centre& c, bool centred) {
+  std::vector<double> polar(static_cast<size_t>(hm * wm));
+  auto at = [&](int64_t r, int64_t q) -> double& { return polar[static_cast<size_t>(r * wm + q)]; };
+  if (!centred) {
+    for (int64_t r = 0; r < hm; ++r)
+      for (int64_t q = 0; q < wm; ++q)
+        at(r, q) = std::atan2(static_cast<double>(r) - c.y, static_cast<double>(q) - c.x);
+    return polar;
+  }
+  constexpr double kPi = std::numbers::pi;
+  for (int64_t r = hm / 2; r < hm; ++r)  // y' >= 0
+    for (int64_t q = wm / 2; q < wm; ++q) {  // x' >= 0
+      const double a = std::atan2(static_cast<double>(r) - c.y, static_cast<double>(q) - c.x);
+      const int64_t mr = hm - 1 - r, mq = wm - 1 - q;
+      at(r, q) = a;
+      if (mq != q) at(r, mq) = kPi - a;
+      if (mr != r) at(mr, q) = -a;
+      if (mr != r && mq != q) at(mr, mq) = a - kPi;
+    }
+  return polar;
+}
+
 }  // namespace
 
 double circle_radius(int64_t hm, int64_t wm, const CircleConfig& config) {
@@ -48,22 +75,20 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
   const int64_t n = hm * wm;
   constexpr double kTwoPi = 2.0 * std::numbers::pi;
 
-  std::vector<double> polar(static_cast<size_t>(n));
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (int64_t r = 0; r < hm; ++r)
-    for (int64_t q = 0; q < wm; ++q) {
-      const double a = std::atan2(static_cast<double>(r) - c.y, static_cast<double>(q) - c.x);
-      polar[static_cast<size_t>(r * wm + q)] = a;
-      lo = std::min(lo, a);
-      hi = std::max(hi, a);
-    }
+  const std::vector<double> polar = polar_angles(hm, wm, c, config.move_to_origin);
+  const auto [lo_it, hi_it] = std::minmax_element(polar.begin(), polar.end());
+  const double lo = *lo_it, hi = *hi_it;
   const double range = hi - lo;
 
   std::vector<AxisTriple> out(static_cast<size_t>(n));
   double lowest = std::numeric_limits<double>::infinity();
+  // Multiplying by these instead of dividing per cell changes the last bit at
+  // most; the reference computes in float32, 29 bits coarser.
+  const double polar_scale = range > 0 ? kTwoPi / range : 0.0;
+  const double raster_step = kTwoPi / static_cast<double>(n);
   for (int64_t j = 0; j < n; ++j) {
-    const double sa = range > 0 ? (polar[j] - lo) / range * kTwoPi : polar[j];  // step 4
-    const double ga = kTwoPi * static_cast<double>(j) / static_cast<double>(n);
+    const double sa = range > 0 ? (polar[j] - lo) * polar_scale : polar[j];  // step 4
+    const double ga = raster_step * static_cast<double>(j);
     const double theta = config.alpha * sa + (1.0 - config.alpha) * ga;
     double sin_theta = 0, cos_theta = 0;
     ::sincos(theta, &sin_theta, &cos_theta);  // one call for both: ~30% of the ring cost

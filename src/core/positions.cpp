@@ -1,8 +1,9 @@
 // Multimodal positions (SPEC 1): tokens -> chunks -> positions.
 //
-// Two stages share one placement routine: `split_row` turns a row of Qwen token
-// ids into chunks (text run + optional vision block), `layout_positions` turns
-// segments into the same chunks, and `Placer::place_row` writes the positions.
+// Two sources share one placement routine: `RowSplitter::split` turns a row of
+// Qwen token ids into chunks (text run + optional vision block),
+// `layout_positions` turns segments into the same chunks, and
+// `Placer::place_row` writes the positions of a row's chunks.
 // Float32 rounding follows the reference where it decides visible values: the
 // running "next" position is rounded to float32 after every chunk, as torch does.
 #include <algorithm>
