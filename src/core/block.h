@@ -9,10 +9,13 @@
 
 namespace circlerope::detail {
 
+// One array per axis (not an array of triples) so that placing a block is three
+// unit-stride loops the compiler vectorises.
 struct FrameCoordinates {
-  std::vector<AxisTriple> cells;  // hm * wm, raster order
-  AxisTriple max;                 // per-axis maximum over the cells
-  AxisTriple min;                 // per-axis minimum over the cells
+  std::vector<double> t, h, w;  // hm * wm each, raster order
+  AxisTriple max;               // per-axis maximum over the cells
+  AxisTriple min;               // per-axis minimum over the cells
+  size_t cells() const { return t.size(); }
 };
 
 // Frame times and positions are float32 in the output; anything at or beyond

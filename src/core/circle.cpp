@@ -139,31 +139,38 @@ namespace detail {
 
 FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t wm) {
   check_grid(hm, wm);
+  const auto n = static_cast<size_t>(hm * wm);
   FrameCoordinates frame;
-  const int64_t n = hm * wm;
+  frame.t.assign(n, 0.0);
+  frame.h.assign(n, 0.0);
+  frame.w.assign(n, 0.0);
   switch (geometry.scheme) {
     case Scheme::vanilla:
-      frame.cells.resize(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) {
-        const double d = static_cast<double>(j);
-        frame.cells[j] = {d, d, d};
+      for (size_t j = 0; j < n; ++j) frame.t[j] = frame.h[j] = frame.w[j] = static_cast<double>(j);
+      break;
+    case Scheme::unordered: break;
+    case Scheme::mrope:
+      for (int64_t r = 0; r < hm; ++r)
+        for (int64_t q = 0; q < wm; ++q) {
+          frame.h[static_cast<size_t>(r * wm + q)] = static_cast<double>(r);
+          frame.w[static_cast<size_t>(r * wm + q)] = static_cast<double>(q);
+        }
+      break;
+    case Scheme::circle: {
+      const std::vector<AxisTriple> ring = circle_ring(hm, wm, geometry.circle);
+      for (size_t j = 0; j < n; ++j) {
+        frame.t[j] = ring[j].t;
+        frame.h[j] = ring[j].h;
+        frame.w[j] = ring[j].w;
       }
       break;
-    case Scheme::unordered: frame.cells.assign(static_cast<size_t>(n), AxisTriple{}); break;
-    case Scheme::mrope:
-      frame.cells.resize(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j)
-        frame.cells[j] = {0.0, static_cast<double>(j / wm), static_cast<double>(j % wm)};
-      break;
-    case Scheme::circle: frame.cells = circle_ring(hm, wm, geometry.circle); break;
+    }
   }
-  const double inf = std::numeric_limits<double>::infinity();
-  frame.max = {-inf, -inf, -inf};
-  frame.min = {inf, inf, inf};
-  for (const AxisTriple& p : frame.cells) {
-    frame.max = {std::max(frame.max.t, p.t), std::max(frame.max.h, p.h), std::max(frame.max.w, p.w)};
-    frame.min = {std::min(frame.min.t, p.t), std::min(frame.min.h, p.h), std::min(frame.min.w, p.w)};
-  }
+  auto [t_lo, t_hi] = std::minmax_element(frame.t.begin(), frame.t.end());
+  auto [h_lo, h_hi] = std::minmax_element(frame.h.begin(), frame.h.end());
+  auto [w_lo, w_hi] = std::minmax_element(frame.w.begin(), frame.w.end());
+  frame.max = {*t_hi, *h_hi, *w_hi};
+  frame.min = {*t_lo, *h_lo, *w_lo};
   return frame;
 }
 
@@ -180,7 +187,8 @@ std::vector<AxisTriple> block_coordinates(const Geometry& geometry, int64_t t, i
   out.reserve(static_cast<size_t>(t * n));
   for (int64_t f = 0; f < t; ++f) {
     const AxisTriple o = detail::frame_offset(geometry.scheme, f, n, frame_time[f]);
-    for (const AxisTriple& p : frame.cells) out.push_back({p.t + o.t, p.h + o.h, p.w + o.w});
+    for (size_t j = 0; j < frame.cells(); ++j)
+      out.push_back({frame.t[j] + o.t, frame.h[j] + o.h, frame.w[j] + o.w});
   }
   return out;
 }

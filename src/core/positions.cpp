@@ -105,8 +105,10 @@ class Placer {
 
   float place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
     const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
-    const auto cells = static_cast<int64_t>(coords.cells.size());
-    const AxisTriple* p = coords.cells.data();
+    const auto cells = static_cast<int64_t>(coords.cells());
+    const double* pt = coords.t.data();
+    const double* ph = coords.h.data();
+    const double* pw = coords.w.data();
     double high = -std::numeric_limits<double>::infinity(), low = -high;
     for (int64_t f = 0; f < chunk.t; ++f, k += cells) {
       const int64_t tau = chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
@@ -115,11 +117,9 @@ class Placer {
       float* t = out.t + k;
       float* h = out.h + k;
       float* w = out.w + k;
-      for (int64_t j = 0; j < cells; ++j) {
-        t[j] = static_cast<float>(bt + p[j].t);
-        h[j] = static_cast<float>(bh + p[j].h);
-        w[j] = static_cast<float>(bw + p[j].w);
-      }
+      for (int64_t j = 0; j < cells; ++j) t[j] = static_cast<float>(bt + pt[j]);
+      for (int64_t j = 0; j < cells; ++j) h[j] = static_cast<float>(bh + ph[j]);
+      for (int64_t j = 0; j < cells; ++j) w[j] = static_cast<float>(bw + pw[j]);
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
       low = std::min({low, bt + coords.min.t, bh + coords.min.h, bw + coords.min.w});
     }
@@ -149,9 +149,14 @@ class RowSplitter {
     auto where = [&](int64_t k) { return real ? real[k] : k; };
     const int64_t start = vision_.vision_start_token_id, image = vision_.image_token_id,
                   video = vision_.video_token_id;
+    // One unsigned range test rejects almost every text token (the three ids
+    // are adjacent in Qwen's vocabulary); the exact tests run inside it.
+    const int64_t lowest = std::min({start, image, video});
+    const uint64_t span = static_cast<uint64_t>(std::max({start, image, video})) - static_cast<uint64_t>(lowest);
     int64_t text_start = 0, block_in_row = 0;
     for (int64_t k = 0; k < n; ++k) {
       const int64_t tok = ids[k];
+      if (static_cast<uint64_t>(tok) - static_cast<uint64_t>(lowest) > span) continue;  // wraps, no UB
       if (tok != start && tok != image && tok != video) continue;
       const bool opens = tok == start && k + 1 < n && (ids[k + 1] == image || ids[k + 1] == video);
       if (!opens) {
