@@ -264,7 +264,10 @@ int run_demo(const std::string& out_path) {
   std::vector<Scheme> schemes(kAllSchemes.begin(), kAllSchemes.end());
   std::cout << "Coupling of text to each block (PTD: index-space distance spread; RoPE kernel dev: "
                "what attention logits see; Qwen2.5-VL rotary, theta 1e6, D 128, sections 16/24/24):\n"
-            << metrics_table(all_metrics(schemes, circle, source, &request, rotary)) << "\n";
+            << metrics_table(all_metrics(schemes, circle, source, &request, rotary))
+            << "(circle: each video frame is its own ring, moved along the text axis by its frame time, so\n"
+               " a text token is equidistant from each frame but not from all frames at once: the video's PTD\n"
+               " is not 0 by design; the images' is.)\n\n";
 
   write_plot(out_path, schemes, circle, source, &request, rotary, 0);
   std::cout << "Picture of the four geometries: " << out_path << "\n\n";

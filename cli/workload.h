@@ -18,7 +18,7 @@ inline constexpr const char* kBenchmarkShape =
 // The demo: a Qwen-style chat prompt with two images and a video (batch 1).
 Request demo_request(const Geometry& geometry);
 inline constexpr const char* kDemoDescription =
-    "Qwen2.5-VL chat prompt: system + user turn with image 1 (6x8 tokens), image 2 (4x4), "
-    "a 4-frame video (4x6 per frame, 1 s per grid) and a question";
+    "Qwen2.5-VL chat prompt: system + user turn with image 0 (6x8 tokens), image 1 (4x4), "
+    "video 0 (4 frames of 4x6, 1 s per grid) and a question";
 
 }  // namespace circlerope::cli
