@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -177,6 +178,42 @@ void warn_collisions(const Positions& p, const Geometry& g) {
                 << b.row << " (" << b.hm << "x" << b.wm << "): " << b.hm * b.wm - distinct
                 << " cells share a position with another cell (alpha=" << g.circle.alpha
                 << "; the reference does the same)\n";
+  }
+}
+
+// The request (when there is one) and the circle options that ptd/plot use for
+// the circle scheme: the request's own, or the flags' for a layout.
+struct Resolved {
+  std::optional<Request> request;
+  CircleConfig circle;
+  const Request* get() const { return request ? &*request : nullptr; }
+};
+
+Resolved resolve(const Source& source, const CircleFlags& flags) {
+  if (!source.from_request()) return {std::nullopt, flags.config()};
+  if (flags.any()) throw Error("circle options cannot be combined with --request (its \"circle\" object holds them)");
+  Request request = source.request();
+  const CircleConfig circle = request.geometry.circle;
+  return {std::move(request), circle};
+}
+
+void print_positions(const Positions& p, const Geometry& g, const std::string& format, int64_t decode,
+                     int64_t row) {
+  check_format(format);
+  if (row < 0 || row >= p.batch)
+    throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(p.batch) + ")");
+  if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
+  warn_collisions(p, g);
+  if (format == "json") {
+    std::cout << positions_json(p, decode).dump() << "\n";
+    return;
+  }
+  std::cout << positions_table(p, g, row);
+  if (decode > 0) {
+    const std::vector<float> next = decode_positions(p.rope_deltas, p.seq_len, decode);
+    std::cout << "# next " << decode << " decoded tokens (all three axes):";
+    for (int64_t i = 0; i < decode; ++i) std::cout << " " << fixed(next[static_cast<size_t>(row * decode + i)], 4);
+    std::cout << "\n";
   }
 }
 
@@ -354,6 +391,7 @@ int main(int argc, char** argv) {
   int64_t plot_row = 0;
   plot_source.add(plot);
   plot_circle.add(plot);
+  plot_rotary.add(plot);  // for the metrics in each panel's subtitle
   auto* plot_scheme_opt = plot->add_option("--scheme", plot_scheme, "one scheme [circle]");
   plot->add_option("--schemes", plot_schemes, "all or a comma list: one panel each")->excludes(plot_scheme_opt);
   plot->add_option("--out", plot_out, "output file (.svg)")->required();
@@ -403,53 +441,29 @@ int main(int argc, char** argv) {
         if (!pos_scheme.empty() || pos_circle.any())
           throw Error("--scheme and circle options cannot be combined with --request (the request holds them)");
         const Request r = pos_source.request();
-        const Positions p = rope_index(r.input(), r.vision, r.geometry);
-        warn_collisions(p, r.geometry);
-        if (pos_format.empty() || pos_format == "json") {
-          std::cout << positions_json(p, pos_decode).dump() << "\n";
-        } else {
-          check_format(pos_format);
-          if (pos_row < 0 || pos_row >= p.batch) throw Error("--row " + std::to_string(pos_row) + " is out of range");
-          std::cout << positions_table(p, r.geometry, pos_row);
-        }
+        print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry,
+                        pos_format.empty() ? "json" : pos_format, pos_decode, pos_row);
       } else {
         const Geometry g{pos_scheme.empty() ? Scheme::circle : parse_scheme(pos_scheme), pos_circle.config()};
-        if (pos_format.empty()) pos_format = "table";
-        check_format(pos_format);
-        const Positions p = pos_source.positions(g, nullptr);
-        warn_collisions(p, g);
-        if (pos_format == "json") std::cout << positions_json(p, pos_decode).dump() << "\n";
-        else std::cout << positions_table(p, g, 0);
+        print_positions(pos_source.positions(g, nullptr), g, pos_format.empty() ? "table" : pos_format,
+                        pos_decode, pos_row);
       }
     } else if (*ptd) {
       check_format(ptd_format);
       const std::vector<Scheme> schemes = parse_scheme_list(ptd_schemes);
       const RotaryConfig rotary = ptd_rotary.config();
-      Request r;
-      CircleConfig circle = ptd_circle.config();
-      if (ptd_source.from_request()) {
-        if (ptd_circle.any()) throw Error("circle options cannot be combined with --request (its \"circle\" object holds them)");
-        r = ptd_source.request();
-        circle = r.geometry.circle;
-      }
+      const Resolved in = resolve(ptd_source, ptd_circle);
       Positions first;
-      const auto metrics = all_metrics(schemes, circle, ptd_source, ptd_source.from_request() ? &r : nullptr,
-                                       rotary, &first);
+      const auto metrics = all_metrics(schemes, in.circle, ptd_source, in.get(), rotary, &first);
       if (ptd_format == "json") std::cout << metrics_json(metrics, first).dump(2) << "\n";
       else std::cout << metrics_table(metrics);
     } else if (*plot) {
-      std::vector<Scheme> schemes = plot_schemes.empty()
-                                        ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : parse_scheme(plot_scheme)}
-                                        : parse_scheme_list(plot_schemes);
-      Request r;
-      CircleConfig circle = plot_circle.config();
-      if (plot_source.from_request()) {
-        if (plot_circle.any()) throw Error("circle options cannot be combined with --request (its \"circle\" object holds them)");
-        r = plot_source.request();
-        circle = r.geometry.circle;
-      }
-      const std::string path = write_plot(plot_out, schemes, circle, plot_source,
-                                          plot_source.from_request() ? &r : nullptr, plot_rotary.config(), plot_row);
+      const std::vector<Scheme> schemes =
+          plot_schemes.empty() ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : parse_scheme(plot_scheme)}
+                               : parse_scheme_list(plot_schemes);
+      const RotaryConfig rotary = plot_rotary.config();
+      const Resolved in = resolve(plot_source, plot_circle);
+      const std::string path = write_plot(plot_out, schemes, in.circle, plot_source, in.get(), rotary, plot_row);
       std::cout << "wrote " << path << " (" << schemes.size() << " panel" << (schemes.size() == 1 ? "" : "s") << ")\n";
     } else if (*plan) {
       check_format(plan_format);

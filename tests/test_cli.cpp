@@ -115,6 +115,10 @@ TEST_F(Cli, PositionsLayoutTableAndJson) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("image 0 (1,1)"));
   EXPECT_THAT(r.out, HasSubstr("rope_delta"));
+  // mrope: max position 3 (image row/col 1 at anchor 2), then text at 4.
+  r = run("positions --layout text:2,image:2x2,text:1 --scheme mrope --decode 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# next 2 decoded tokens (all three axes): 5.0000 6.0000\n"));
   r = run("positions --layout text:2,image:2x2,text:1 --scheme mrope --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const json out = json::parse(r.out);
@@ -280,6 +284,9 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"plan --plan CMX --layers 4", "letter 2 'X'"},
       {"plan --layers 0", "1..100000 layers"},
       {"positions --layout text:5 --alpha nan", "--alpha: expected a finite number (got nan)"},
+      {"positions --layout text:5 --row 1", "--row 1 is out of range (batch 1)"},
+      {"positions --layout text:5 --decode -1", "--decode -1 must be >= 0"},
+      {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "rotary dim must be even"},
       {"frobnicate", "unknown command 'frobnicate'"},
       {"", "subcommand"},
   };
