@@ -113,7 +113,8 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
   if (shift_up) {
     const double offset =
         config.move_to_positive == PositiveShift::offset ? config.positive_offset : 0.0;
-    // The reference shifts by |min| even when min is positive: keep it.
+    // The reference shifts by |min|. P lies in the plane orthogonal to (1,1,1)
+    // (its components sum to 0), so min <= 0 and |min| = -min: no special case.
     const double shift = std::fabs(lowest) + offset;
     for (AxisTriple& p : out) {
       p.t += shift;

@@ -35,6 +35,12 @@ struct Chunk {
 // Each term is at most 2^31 when added, so the running sum cannot overflow.
 constexpr int64_t kMaxLayoutTokens = int64_t{1} << 31;
 
+void add_layout_tokens(int64_t& total, int64_t tokens, size_t segment) {
+  if (tokens > kMaxLayoutTokens || total + tokens > kMaxLayoutTokens)
+    fail("layout has more than 2^31 tokens (at segment ", segment, ")");
+  total += tokens;
+}
+
 int64_t checked_product(int64_t a, int64_t b, const char* what) {
   int64_t out = 0;
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &out)) fail(what, " ", a, " x ", b, " is out of range");
@@ -259,13 +265,17 @@ void validate_geometry(const Geometry& geometry) {
   if (geometry.scheme == Scheme::circle) validate(geometry.circle);
 }
 
-// The shared body of rope_index and rope_index_into.
-void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
-           float* position_ids, float* rope_deltas, int32_t* token_block,
-           std::vector<BlockInfo>* blocks) {
+// Everything that can be checked before any output is sized or written.
+void validate_call(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry) {
   validate(vision);
   validate_geometry(geometry);
   validate_input(input);
+}
+
+// The shared body of rope_index and rope_index_into; the caller ran validate_call.
+void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
+           float* position_ids, float* rope_deltas, int32_t* token_block,
+           std::vector<BlockInfo>* blocks) {
   const int64_t batch = input.batch, seq = input.seq_len;
   Placer placer(geometry, vision);
   RowSplitter splitter(input, vision);
@@ -320,7 +330,7 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
 
 Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry) {
-  validate_input(input);
+  validate_call(input, vision, geometry);
   Positions out;
   out.batch = input.batch;
   out.seq_len = input.seq_len;
@@ -336,7 +346,7 @@ Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
 void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry, std::span<float> position_ids,
                      std::span<float> rope_deltas) {
-  validate_input(input);
+  validate_call(input, vision, geometry);
   const auto n = static_cast<size_t>(input.batch * input.seq_len);
   if (position_ids.size() != 3 * n)
     fail("position_ids output has ", position_ids.size(), " floats, expected 3 x ", input.batch,
@@ -356,10 +366,8 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
     const Segment& seg = segments[i];
     if (seg.kind == Segment::Kind::text) {
       if (seg.tokens < 1) fail("segment ", i, ": text needs at least 1 token (got ", seg.tokens, ")");
-      if (seg.tokens > kMaxLayoutTokens) fail("segment ", i, ": ", seg.tokens, " text tokens (at most 2^31)");
+      add_layout_tokens(total, seg.tokens, i);
       pending_text += seg.tokens;
-      total += seg.tokens;
-      if (total > kMaxLayoutTokens) fail("layout has more than 2^31 tokens (at segment ", i, ")");
       continue;
     }
     const bool is_video = seg.kind == Segment::Kind::video;
@@ -369,8 +377,7 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
     if (!(std::isfinite(seg.second_per_grid_t) && seg.second_per_grid_t >= 0))
       fail("segment ", i, ": seconds per grid must be finite and >= 0 (got ", seg.second_per_grid_t, ")");
     const std::string where = "segment " + std::to_string(i);
-    total += checked_product(checked_product(seg.t, seg.hm, where.c_str()), seg.wm, where.c_str());
-    if (total > kMaxLayoutTokens) fail("layout has more than 2^31 tokens (at segment ", i, ")");
+    add_layout_tokens(total, checked_product(checked_product(seg.t, seg.hm, where.c_str()), seg.wm, where.c_str()), i);
     if (is_video && !detail::frame_time_fits(seg.t, seg.second_per_grid_t, vision))
       fail("segment ", i, ": frame times reach 2^31 (seconds per grid ", seg.second_per_grid_t, ")");
     chunks.push_back(Chunk{.text = pending_text, .has_block = true, .is_video = is_video, .t = seg.t,
