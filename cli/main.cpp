@@ -242,48 +242,55 @@ double median_ns(F&& body, double min_seconds = 0.2) {
 
 // ------------------------------------------------------------ commands ---
 
+// Positions and metrics of the source under every scheme: computed once and
+// shared by the table, the JSON and the picture.
 std::vector<SchemeMetrics> all_metrics(const std::vector<Scheme>& schemes, const CircleConfig& circle,
                                        const Source& source, const Request* request,
-                                       const RotaryConfig& rotary, Positions* first = nullptr) {
+                                       const RotaryConfig& rotary) {
   std::vector<SchemeMetrics> out;
   for (Scheme s : schemes) {
     const Geometry g{s, circle};
-    const Positions p = source.positions(g, request);
-    out.push_back({g, coupling_metrics(p, s, rotary)});
-    if (first && out.size() == 1) *first = p;
+    Positions p = source.positions(g, request);
+    CouplingMetrics m = coupling_metrics(p, s, rotary);
+    out.push_back({g, std::move(p), std::move(m)});
   }
   return out;
 }
 
-std::string write_plot(const std::string& path, const std::vector<Scheme>& schemes, const CircleConfig& circle,
-                       const Source& source, const Request* request, const RotaryConfig& rotary, int64_t row) {
+void write_plot(const std::string& path, const std::vector<SchemeMetrics>& runs, int64_t row) {
   if (path.size() < 4 || path.substr(path.size() - 4) != ".svg")
     throw Error("--out '" + path + "': pictures are written as SVG; give a file name ending in .svg");
-  std::vector<Positions> positions;
   std::vector<PlotPanel> panels;
-  positions.reserve(schemes.size());
-  for (Scheme s : schemes) {
-    const Geometry g{s, circle};
-    positions.push_back(source.positions(g, request));
-    if (row < 0 || row >= positions.back().batch)
-      throw Error("--row " + std::to_string(row) + " is out of range (batch " +
-                  std::to_string(positions.back().batch) + ")");
-    const CouplingMetrics m = coupling_metrics(positions.back(), s, rotary);
-    panels.push_back({describe(g), "PTD " + fixed(m.ptd, 3) + "  ·  RoPE kernel dev " +
-                                       fixed(m.rope_kernel_deviation, 4),
-                      &positions.back(), row});
+  for (const SchemeMetrics& r : runs) {
+    if (row < 0 || row >= r.positions.batch)
+      throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(r.positions.batch) + ")");
+    panels.push_back({describe(r.geometry),
+                      "PTD " + fixed(r.metrics.ptd, 3) + "  ·  RoPE kernel dev " + fixed(r.metrics.rope_kernel_deviation, 4),
+                      &r.positions, row});
   }
   const std::string svg = render_svg(panels);
   std::ofstream out(path, std::ios::binary);
   if (!out || !(out << svg) || !out.flush()) throw Error("cannot write '" + path + "'");
-  return path;
+}
+
+// Median time of rope_index_into on `request` (outputs preallocated).
+double time_positions_ns(const Request& request, const Geometry& g, double min_seconds = 0.2) {
+  std::vector<float> ids(static_cast<size_t>(3 * request.batch * request.seq_len));
+  std::vector<float> deltas(static_cast<size_t>(request.batch));
+  return median_ns([&] { rope_index_into(request.input(), request.vision, g, ids, deltas); }, min_seconds);
 }
 
 int run_demo(const std::string& out_path) {
   const CircleConfig circle;  // the paper's setting
   const Request request = demo_request({Scheme::circle, circle});
   const Geometry g{Scheme::circle, circle};
-  const Positions p = rope_index(request.input(), request.vision, g);
+  const Source source;  // positions come from `request`
+  const RotaryConfig rotary;
+  const std::vector<SchemeMetrics> runs =
+      all_metrics({kAllSchemes.begin(), kAllSchemes.end()}, circle, source, &request, rotary);
+  const Positions& p =
+      std::find_if(runs.begin(), runs.end(), [](const SchemeMetrics& r) { return r.geometry.scheme == Scheme::circle; })
+          ->positions;
   std::cout << "circlerope demo — " << kDemoDescription << "\n"
             << request.seq_len << " tokens; geometry " << describe(g) << "\n\n"
             << "Vision blocks (positions are anchor + ring; every text token is equidistant from a ring):\n"
@@ -296,24 +303,18 @@ int run_demo(const std::string& out_path) {
             << "), rope_delta " << fixed(p.rope_deltas[0], 4) << ", next token (cache position " << p.seq_len
             << ") at " << fixed(decode_positions(p.rope_deltas, p.seq_len, 1)[0], 4) << "\n\n";
 
-  const Source source;  // positions come from `request`
-  const RotaryConfig rotary;
-  std::vector<Scheme> schemes(kAllSchemes.begin(), kAllSchemes.end());
   std::cout << "Coupling of text to each block (PTD: index-space distance spread; RoPE kernel dev: "
                "what attention logits see; Qwen2.5-VL rotary, theta 1e6, D 128, sections 16/24/24):\n"
-            << metrics_table(all_metrics(schemes, circle, source, &request, rotary))
+            << metrics_table(runs)
             << "(circle: each video frame is its own ring, moved along the text axis by its frame time, so\n"
                " a text token is equidistant from each frame but not from all frames at once: the video's PTD\n"
                " is not 0 by design; the images' is.)\n\n";
 
-  write_plot(out_path, schemes, circle, source, &request, rotary, 0);
+  write_plot(out_path, runs, 0);
   std::cout << "Picture of the four geometries: " << out_path << "\n\n";
 
-  std::vector<float> ids(static_cast<size_t>(3 * request.seq_len)), deltas(1);
-  const double demo_ns = median_ns([&] { rope_index_into(request.input(), request.vision, g, ids, deltas); });
-  const Request batch = benchmark_batch(g);
-  std::vector<float> bids(static_cast<size_t>(3 * batch.batch * batch.seq_len)), bdeltas(static_cast<size_t>(batch.batch));
-  const double batch_ns = median_ns([&] { rope_index_into(batch.input(), batch.vision, g, bids, bdeltas); });
+  const double demo_ns = time_positions_ns(request, g);
+  const double batch_ns = time_positions_ns(benchmark_batch(g), g);
   std::cout << "Position computation time (median, this machine):\n"
             << "  this prompt (" << request.seq_len << " tokens, circle): " << fixed(demo_ns / 1000, 2) << " us\n"
             << "  benchmark batch (" << kBenchmarkShape << ", circle): " << fixed(batch_ns / 1000, 2) << " us\n";
@@ -325,8 +326,7 @@ int run_bench_positions(const std::string& format, double min_seconds) {
   for (Scheme s : {Scheme::circle, Scheme::mrope}) {
     const Geometry g{s, CircleConfig{}};
     const Request batch = benchmark_batch(g);
-    std::vector<float> ids(static_cast<size_t>(3 * batch.batch * batch.seq_len)), deltas(static_cast<size_t>(batch.batch));
-    const double ns = median_ns([&] { rope_index_into(batch.input(), batch.vision, g, ids, deltas); }, min_seconds);
+    const double ns = time_positions_ns(batch, g, min_seconds);
     rows.push_back({{"scheme", to_string(s)},
                     {"batch", batch.batch},
                     {"seq_len", batch.seq_len},
@@ -453,9 +453,8 @@ int main(int argc, char** argv) {
       const std::vector<Scheme> schemes = parse_scheme_list(ptd_schemes);
       const RotaryConfig rotary = ptd_rotary.config();
       const Resolved in = resolve(ptd_source, ptd_circle);
-      Positions first;
-      const auto metrics = all_metrics(schemes, in.circle, ptd_source, in.get(), rotary, &first);
-      if (ptd_format == "json") std::cout << metrics_json(metrics, first).dump(2) << "\n";
+      const auto metrics = all_metrics(schemes, in.circle, ptd_source, in.get(), rotary);
+      if (ptd_format == "json") std::cout << metrics_json(metrics).dump(2) << "\n";
       else std::cout << metrics_table(metrics);
     } else if (*plot) {
       const std::vector<Scheme> schemes =
@@ -463,8 +462,8 @@ int main(int argc, char** argv) {
                                : parse_scheme_list(plot_schemes);
       const RotaryConfig rotary = plot_rotary.config();
       const Resolved in = resolve(plot_source, plot_circle);
-      const std::string path = write_plot(plot_out, schemes, in.circle, plot_source, in.get(), rotary, plot_row);
-      std::cout << "wrote " << path << " (" << schemes.size() << " panel" << (schemes.size() == 1 ? "" : "s") << ")\n";
+      write_plot(plot_out, all_metrics(schemes, in.circle, plot_source, in.get(), rotary), plot_row);
+      std::cout << "wrote " << plot_out << " (" << schemes.size() << " panel" << (schemes.size() == 1 ? "" : "s") << ")\n";
     } else if (*plan) {
       check_format(plan_format);
       const AgePlan p = make_age_plan(plan_spec, plan_layers);

@@ -37,8 +37,6 @@ std::string block_name(const BlockInfo& b) {
   return std::string(b.is_video ? "video " : "image ") + std::to_string(b.grid_index);
 }
 
-double json_number(double v) { return std::isfinite(v) ? v : std::numeric_limits<double>::quiet_NaN(); }
-
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 }  // namespace
@@ -67,14 +65,18 @@ std::string positions_table(const Positions& p, const Geometry& geometry, int64_
     << " tokens, rope_delta " << fixed(p.rope_deltas.at(static_cast<size_t>(row)), 4) << "\n";
   o << pad("token", 6) << "  " << pad("kind", 24, true) << pad("t", 11) << pad("h", 11) << pad("w", 11)
     << "\n";
+  int32_t current = kTextToken;
+  int64_t j = 0;  // index of the token within its block; padding may sit inside a block
   for (int64_t s = 0; s < p.seq_len; ++s) {
     const int32_t k = p.token_block[static_cast<size_t>(row * p.seq_len + s)];
     std::string kind = "text";
     if (k == kMaskedToken) {
       kind = "(padding)";
     } else if (k >= 0) {
+      j = k == current ? j + 1 : 0;
+      current = k;
       const BlockInfo& b = p.blocks[static_cast<size_t>(k)];
-      const int64_t j = s - b.begin, cells = b.hm * b.wm;
+      const int64_t cells = b.hm * b.wm;
       const int64_t f = j / cells, r = (j % cells) / b.wm, q = j % b.wm;
       kind = block_name(b) + (b.is_video ? " f" + std::to_string(f) : std::string()) + " (" +
              std::to_string(r) + "," + std::to_string(q) + ")";
@@ -93,11 +95,13 @@ std::string blocks_table(const Positions& p, const Geometry& geometry) {
   if (geometry.scheme == Scheme::circle) o << pad("radius", 8);
   o << "\n";
   for (const BlockInfo& b : p.blocks) {
+    const auto id = static_cast<int32_t>(&b - p.blocks.data());
     double lo[3], hi[3];
     for (int a = 0; a < 3; ++a) {
       lo[a] = std::numeric_limits<double>::infinity();
       hi[a] = -lo[a];
-      for (int64_t s = b.begin; s < b.begin + b.tokens(); ++s) {
+      for (int64_t s = b.begin; s < p.seq_len; ++s) {  // padding may sit inside a block
+        if (p.token_block[static_cast<size_t>(b.row * p.seq_len + s)] != id) continue;
         lo[a] = std::min(lo[a], double(p.at(a, b.row, s)));
         hi[a] = std::max(hi[a], double(p.at(a, b.row, s)));
       }
@@ -126,20 +130,20 @@ std::string metrics_table(const std::vector<SchemeMetrics>& rows) {
   return o.str();
 }
 
-json metrics_json(const std::vector<SchemeMetrics>& rows, const Positions& any) {
+json metrics_json(const std::vector<SchemeMetrics>& rows) {
   json out = json::object();
   for (const SchemeMetrics& r : rows) {
     json blocks = json::array();
     for (const BlockMetrics& b : r.metrics.blocks) {
-      const BlockInfo& info = any.blocks.at(static_cast<size_t>(b.block));
+      const BlockInfo& info = r.positions.blocks.at(static_cast<size_t>(b.block));
       blocks.push_back({{"row", b.row},
                         {"block", b.block},
                         {"kind", info.is_video ? "video" : "image"},
                         {"grid", {info.t, info.hm, info.wm}},
                         {"text_tokens", b.text_tokens},
                         {"vision_tokens", b.vision_tokens},
-                        {"ptd", json_number(b.ptd)},
-                        {"rope_kernel_deviation", json_number(b.rope_kernel_deviation)}});
+                        {"ptd", finite_or_null(b.ptd)},
+                        {"rope_kernel_deviation", finite_or_null(b.rope_kernel_deviation)}});
     }
     json per_row = json::array();
     for (const RowMetrics& m : r.metrics.rows)

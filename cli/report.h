@@ -20,15 +20,17 @@ std::string positions_table(const Positions& positions, const Geometry& geometry
 // One line per vision block: grid, anchor, range of each axis, radius under circle.
 std::string blocks_table(const Positions& positions, const Geometry& geometry);
 
+// One scheme's positions of an input and their metrics.
 struct SchemeMetrics {
   Geometry geometry;
+  Positions positions;
   CouplingMetrics metrics;
 };
 
 // Scheme | PTD | RoPE kernel deviation, then the per-block values.
 std::string metrics_table(const std::vector<SchemeMetrics>& rows);
 // {"vanilla": {"ptd": .., "rope_kernel_deviation": .., "blocks": [..], "rows": [..]}, ..}
-nlohmann::json metrics_json(const std::vector<SchemeMetrics>& rows, const Positions& any_positions);
+nlohmann::json metrics_json(const std::vector<SchemeMetrics>& rows);
 
 // "12.3" / "n/a" for NaN.
 std::string fixed(double value, int decimals);

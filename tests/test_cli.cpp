@@ -131,6 +131,20 @@ TEST_F(Cli, PositionsLayoutTableAndJson) {
   EXPECT_EQ(out["rope_deltas"][0].get<double>(), -2.0);
 }
 
+TEST_F(Cli, TableNamesBlockCellsAcrossPaddingInsideABlock) {
+  // A masked token inside the image run: cells follow the token map, not the
+  // distance from the block's first token.
+  const json request = {{"scheme", "mrope"},
+                        {"input_ids", {{7, 151652, 151655, 151655, 0, 151655, 151655, 151653}}},
+                        {"attention_mask", {{1, 1, 1, 1, 0, 1, 1, 1}}},
+                        {"image_grid_thw", {{1, 4, 4}}}};
+  const Outcome r = run("positions --request - --format table", request.dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("     4  (padding)"));
+  EXPECT_THAT(r.out, HasSubstr("     5  image 0 (1,0)"));
+  EXPECT_THAT(r.out, HasSubstr("     6  image 0 (1,1)"));
+}
+
 TEST_F(Cli, PtdPaperToyAllSchemes) {
   const Outcome r = run("ptd --layout text:5,image:3x3 --schemes all --format json");
   ASSERT_EQ(r.code, 0) << r.err;
