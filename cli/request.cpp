@@ -1,5 +1,6 @@
 #include "request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string_view>
@@ -26,13 +27,10 @@ void only_keys(const json& object, const std::string& where,
                std::initializer_list<std::string_view> keys) {
   if (!object.is_object()) bad(where.empty() ? "(top level)" : where, "expected a JSON object, got " + shown(object));
   for (const auto& [key, value] : object.items()) {
-    bool known = false;
-    std::string list;
-    for (std::string_view k : keys) {
-      known = known || key == k;
-      list += (list.empty() ? "" : ", ") + std::string(k);
-    }
-    if (!known) bad(where.empty() ? key : where + "." + key, "unknown key (expected one of: " + list + ")");
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    std::string list;  // built only for the message
+    for (std::string_view k : keys) list.append(list.empty() ? "" : ", ").append(k);
+    bad(where.empty() ? key : where + "." + key, "unknown key (expected one of: " + list + ")");
   }
 }
 

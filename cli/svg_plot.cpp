@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <numbers>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -21,8 +22,8 @@ namespace {
 // 90 degrees the text axis would be seen end-on (a dot); 30 degrees keeps the axis at
 // cos(30) = 87 % of its length and shows rings as ellipses with a 1:2 aspect ratio.
 constexpr double kCameraYawDegrees = 30.0;
-constexpr double kPi = 3.14159265358979323846;
-constexpr double kSqrt3 = 1.73205080756887729353;
+constexpr double kPi = std::numbers::pi;
+constexpr double kSqrt3 = std::numbers::sqrt3;
 
 constexpr double kSinglePanelWidth = 640, kSinglePanelHeight = 440;  // one wide picture
 constexpr double kPanelWidth = 480, kPanelHeight = 400;
