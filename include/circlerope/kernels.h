@@ -1,0 +1,131 @@
+// circlerope — rotary kernels: angle tables and the rotation of queries and keys (SPEC 4).
+//
+// Positions are real numbers (Circle-RoPE puts image tokens on a ring: negative, fractional),
+// so nothing here takes integer positions. Two steps:
+//
+//   1. make_rotary_table(config, position_ids[3][B][S])  ->  per token, D/2 cos then D/2 sin,
+//      float32, computed from the angle phi_i = pos[axis(i)] * theta^(-2i/D) in double.
+//      Build it once per geometry and forward pass; every layer with that geometry reuses it
+//      (make_rotary_plan does this for an AGE plan).
+//   2. rotate(table, x, y, params): y = R(phi) x for every head of every token, fp32 math,
+//      storage fp32 / bf16 / fp16, in place (y == x) or out of place, forward or backward.
+//
+// Pairing of the head's elements, D = 8 drawn, chunked sections [1,1,2] (t t h w w):
+//
+//   neox (Qwen, Llama; pair (i, i + D/2)):   head reads [t h w w t h w w]
+//   gptj (adjacent;    pair (2i, 2i + 1)):   head reads [t t h h w w w w]
+//
+// neox: y[i] = x[i] cos - x[i+D/2] sin,  y[i+D/2] = x[i+D/2] cos + x[i] sin   (SPEC 4)
+// The backward pass (the gradient of the forward) is the same rotation with -sin.
+// Elements of the head beyond the rotary dim pass through unchanged.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "circlerope/age.h"
+#include "circlerope/error.h"
+#include "circlerope/rotary.h"
+
+namespace circlerope {
+
+enum class DType { float32, bfloat16, float16 };
+enum class Pairing { neox, gptj };
+enum class Direction { forward, backward };
+// Code paths. `automatic` picks the best one this CPU runs; the others force one
+// (tests and `circlerope check` run each). Forcing a path the CPU lacks is an error.
+// There is no AVX-512 path: the rotation is memory-bound and AVX2 already reaches the copy
+// bandwidth's share measured in the README; a path we cannot run here would ship untested.
+enum class Isa { automatic, portable, avx2 };
+
+std::string_view to_string(DType v);
+std::string_view to_string(Pairing v);
+std::string_view to_string(Direction v);
+std::string_view to_string(Isa v);
+DType parse_dtype(std::string_view text);      // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16"
+Pairing parse_pairing(std::string_view text);  // "neox", "gptj"
+std::size_t dtype_size(DType v);
+
+// Paths compiled into this build that this CPU can run, portable first, best last.
+std::vector<Isa> available_isas();
+
+// A strided view of a [batch, seq, heads, head_dim] tensor. Strides are in elements, any
+// non-negative values: contiguous [B,S,H,D] (bshd), [B,H,S,D] seen as [B,S,H,D] (bhsd), a
+// slice of a fused qkv projection, a transposed view. bf16 and fp16 are 16-bit storage.
+struct HeadTensor {
+  void* data = nullptr;
+  DType dtype = DType::float32;
+  std::array<std::int64_t, 4> shape{};    // batch, seq, heads, head_dim
+  std::array<std::int64_t, 4> strides{};  // same order, in elements
+};
+HeadTensor bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim);
+HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim);
+
+// cos/sin of every frequency for every token of a batch; immutable once built.
+class RotaryTable {
+ public:
+  const RotaryConfig& config() const { return config_; }
+  std::int64_t batch() const { return batch_; }
+  std::int64_t seq_len() const { return seq_len_; }
+  int half() const { return config_.rotary_dim / 2; }
+  // D/2 cos values then D/2 sin values of token (b, s).
+  const float* row(std::int64_t b, std::int64_t s) const {
+    return values_.data() + static_cast<std::size_t>((b * seq_len_ + s) * config_.rotary_dim);
+  }
+  std::size_t bytes() const { return values_.size() * sizeof(float); }
+
+ private:
+  friend RotaryTable make_rotary_table(const RotaryConfig&, const float*, std::int64_t,
+                                       std::int64_t, int);
+  RotaryConfig config_;
+  std::int64_t batch_ = 0;
+  std::int64_t seq_len_ = 0;
+  std::vector<float> values_;
+};
+
+// position_ids: float32 [3][batch][seq_len] (Positions::position_ids is this layout).
+// threads: 0 = all cores. Throws Error for a bad config, sizes, or a non-finite position.
+RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
+                              std::int64_t batch, std::int64_t seq_len, int threads = 0);
+RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& positions,
+                              int threads = 0);
+
+struct RotaryParams {
+  Pairing pairing = Pairing::neox;           // which elements of a head form a pair
+  Direction direction = Direction::forward;  // backward rotates by -phi (gradient of forward)
+  int threads = 0;                           // 0 = all cores; small calls run on one
+  Isa isa = Isa::automatic;                  // force a code path (testing, benchmarking)
+};
+
+// One tensor to rotate: `out` may be `in` itself (same data and strides: in place) or must
+// not overlap it at all. Shapes and dtypes must match; out must not overlap itself.
+struct RotaryTarget {
+  HeadTensor in;
+  HeadTensor out;
+};
+
+// Rotates every target with the table's angles in one parallel pass (queries and keys of a
+// layer share the token's table row while it is in cache). head_dim of each target must be
+// >= the table's rotary dim; heads may differ between targets (GQA). Throws Error naming the
+// offending target and value; nothing is written when it throws.
+void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
+            const RotaryParams& params = {});
+// Convenience: one tensor in place.
+void rotate(const RotaryTable& table, const HeadTensor& x, const RotaryParams& params = {});
+
+// AGE: the tables of a plan, built once per distinct geometry; layer l uses layer(l).
+struct RotaryPlan {
+  AgePlan plan;
+  std::vector<RotaryTable> tables;  // parallel to plan.schemes
+  const RotaryTable& layer(int l) const;
+};
+RotaryPlan make_rotary_plan(const AgePositions& positions, const RotaryConfig& config,
+                            int threads = 0);
+
+}  // namespace circlerope

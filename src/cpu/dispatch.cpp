@@ -1,0 +1,240 @@
+// The one place where a rotate call is validated, a code path is chosen and work is threaded.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "../core/fail.h"
+#include "circlerope/kernels.h"
+#include "kernel.h"
+#include "parallel.h"
+
+namespace circlerope {
+
+using detail::fail;
+
+std::string_view to_string(DType v) {
+  switch (v) {
+    case DType::float32: return "float32";
+    case DType::bfloat16: return "bfloat16";
+    case DType::float16: return "float16";
+  }
+  return "?";
+}
+
+std::string_view to_string(Pairing v) { return v == Pairing::neox ? "neox" : "gptj"; }
+
+std::string_view to_string(Direction v) {
+  return v == Direction::forward ? "forward" : "backward";
+}
+
+std::string_view to_string(Isa v) {
+  switch (v) {
+    case Isa::automatic: return "automatic";
+    case Isa::portable: return "portable";
+    case Isa::avx2: return "avx2";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view text) {
+  if (text == "float32" || text == "fp32") return DType::float32;
+  if (text == "bfloat16" || text == "bf16") return DType::bfloat16;
+  if (text == "float16" || text == "fp16") return DType::float16;
+  fail("unknown dtype '", text, "' (expected float32, bfloat16 or float16)");
+}
+
+Pairing parse_pairing(std::string_view text) {
+  if (text == "neox") return Pairing::neox;
+  if (text == "gptj") return Pairing::gptj;
+  fail("unknown pairing '", text, "' (expected neox or gptj)");
+}
+
+std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }
+
+namespace {
+
+bool cpu_has(Isa isa) {
+#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
+  __builtin_cpu_init();
+  switch (isa) {
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    default: break;
+  }
+#endif
+  return isa == Isa::portable;
+}
+
+cpu::RangeKernel kernel_for(Isa isa) {
+  if (isa == Isa::automatic) isa = available_isas().back();
+  if (!cpu_has(isa))
+    fail("code path '", to_string(isa), "' is not available on this CPU or in this build");
+  switch (isa) {
+#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
+    case Isa::avx2: return cpu::range_kernel_avx2();
+#endif
+    default: return cpu::range_kernel_portable();
+  }
+}
+
+std::string shape_text(const std::array<std::int64_t, 4>& v) {
+  std::string s = "[";
+  for (int i = 0; i < 4; ++i) {
+    if (i) s.append(", ");
+    s.append(std::to_string(v[static_cast<std::size_t>(i)]));
+  }
+  s.append("]");
+  return s;
+}
+
+constexpr std::int64_t kMaxOffset = std::numeric_limits<std::int64_t>::max() / 16;
+
+// Largest element offset of the view plus one (0 for an empty view), overflow-checked.
+std::int64_t span_elements(const HeadTensor& t, const std::string& name) {
+  std::int64_t last = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (t.shape[i] < 0) fail(name, ": shape ", shape_text(t.shape), " has a negative size");
+    if (t.strides[i] < 0)
+      fail(name, ": strides ", shape_text(t.strides), " have a negative stride (not supported)");
+  }
+  for (std::size_t i = 0; i < 4; ++i)
+    if (t.shape[i] == 0) return 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const std::int64_t n = t.shape[i] - 1;
+    if (t.strides[i] != 0 && n > (kMaxOffset - last) / t.strides[i])
+      fail(name, ": shape ", shape_text(t.shape), " with strides ", shape_text(t.strides),
+           " addresses more memory than this process can");
+    last += n * t.strides[i];
+  }
+  if (t.data == nullptr) fail(name, ": data is null");
+  return last + 1;
+}
+
+// True unless every dimension (by increasing stride) steps past everything the smaller ones
+// reach: the sufficient condition for distinct elements to have distinct addresses.
+bool may_overlap_itself(const HeadTensor& t) {
+  std::array<int, 4> order = {0, 1, 2, 3};
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  std::int64_t reach = 0;  // largest offset reachable with the dims seen so far
+  for (int d : order) {
+    if (t.shape[d] <= 1) continue;
+    if (t.strides[d] <= reach) return true;
+    reach += (t.shape[d] - 1) * t.strides[d];
+  }
+  return false;
+}
+
+bool same_view(const HeadTensor& a, const HeadTensor& b) {
+  return a.data == b.data && a.strides == b.strides;
+}
+
+}  // namespace
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::portable, Isa::avx2})
+    if (cpu_has(isa)) out.push_back(isa);
+  return out;
+}
+
+HeadTensor bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
+                std::int64_t heads, std::int64_t head_dim) {
+  return {data, dtype, {batch, seq, heads, head_dim},
+          {seq * heads * head_dim, heads * head_dim, head_dim, 1}};
+}
+
+HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
+                std::int64_t heads, std::int64_t head_dim) {
+  return {data, dtype, {batch, seq, heads, head_dim},
+          {heads * seq * head_dim, head_dim, seq * head_dim, 1}};
+}
+
+void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
+            const RotaryParams& params) {
+  if (params.threads < 0) fail("threads must be >= 0 (got ", params.threads, ")");
+  const cpu::RangeKernel kernel = kernel_for(params.isa);
+  if (targets.empty()) return;
+  if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");
+
+  const int rot = table.config().rotary_dim;
+  std::vector<cpu::TargetJob> jobs;
+  std::int64_t bytes = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const HeadTensor& in = targets[i].in;
+    const HeadTensor& out = targets[i].out;
+    const std::string name = "rotate target " + std::to_string(i);
+    if (in.dtype != targets[0].in.dtype)
+      fail(name, ": dtype ", to_string(in.dtype), " differs from target 0's ",
+           to_string(targets[0].in.dtype), " (rotate one dtype per call)");
+    if (out.dtype != in.dtype)
+      fail(name, ": out dtype ", to_string(out.dtype), " differs from in dtype ",
+           to_string(in.dtype));
+    if (out.shape != in.shape)
+      fail(name, ": out shape ", shape_text(out.shape), " differs from in shape ",
+           shape_text(in.shape));
+    if (in.shape[0] != table.batch() || in.shape[1] != table.seq_len())
+      fail(name, ": shape ", shape_text(in.shape), " has batch ", in.shape[0], " and seq ",
+           in.shape[1], " but the table was built for batch ", table.batch(), " and seq ",
+           table.seq_len());
+    if (in.shape[3] < rot)
+      fail(name, ": head_dim ", in.shape[3], " is smaller than the rotary dim ", rot);
+    const std::int64_t in_span = span_elements(in, name + " in");
+    const std::int64_t out_span = span_elements(out, name + " out");
+    if (in_span == 0) continue;
+    const bool in_place = same_view(in, out);
+    if (!in_place) {
+      if (in.data == out.data)
+        fail(name, ": out has the same data as in but strides ", shape_text(out.strides),
+             " instead of ", shape_text(in.strides), " (in place needs the same view)");
+      const std::size_t size = dtype_size(in.dtype);
+      const auto* a = static_cast<const char*>(in.data);
+      const auto* b = static_cast<const char*>(out.data);
+      const bool disjoint = a + in_span * static_cast<std::int64_t>(size) <= b ||
+                            b + out_span * static_cast<std::int64_t>(size) <= a;
+      if (!disjoint) fail(name, ": out overlaps in without being the same view");
+    }
+    if (may_overlap_itself(out))
+      fail(name, ": out strides ", shape_text(out.strides), " for shape ",
+           shape_text(out.shape), " may write one element twice");
+    cpu::TargetJob job;
+    job.in = in.data;
+    job.out = out.data;
+    job.heads = in.shape[2];
+    job.head_dim = in.shape[3];
+    for (std::size_t d = 0; d < 4; ++d) {
+      job.in_stride[d] = in.strides[d];
+      job.out_stride[d] = out.strides[d];
+    }
+    job.in_place = in_place;
+    jobs.push_back(job);
+    bytes += 2 * in.shape[0] * in.shape[1] * in.shape[2] * in.shape[3] *
+             static_cast<std::int64_t>(dtype_size(in.dtype));
+  }
+  if (jobs.empty()) return;
+
+  cpu::KernelJob job;
+  job.table = table.row(0, 0);
+  job.seq_len = table.seq_len();
+  job.half = rot / 2;
+  job.dtype = targets[0].in.dtype;
+  job.pairing = params.pairing;
+  job.backward = params.direction == Direction::backward;
+  job.targets = jobs.data();
+  job.target_count = static_cast<int>(jobs.size());
+
+  // Below this much traffic a fork/join costs more than it saves (decode steps).
+  constexpr std::int64_t kSerialBytes = 256 * 1024;
+  const int threads = bytes < kSerialBytes ? 1 : cpu::resolve_threads(params.threads);
+  cpu::parallel_for(table.batch() * table.seq_len(), 16, threads,
+                    [&](std::int64_t begin, std::int64_t end) { kernel(job, begin, end); });
+}
+
+void rotate(const RotaryTable& table, const HeadTensor& x, const RotaryParams& params) {
+  const RotaryTarget target{x, x};
+  rotate(table, std::span<const RotaryTarget>(&target, 1), params);
+}
+
+}  // namespace circlerope

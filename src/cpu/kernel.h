@@ -1,0 +1,45 @@
+// Internal: the contract between the dispatcher (dispatch.cpp, which validates and threads)
+// and the per-ISA kernels (kernel_<isa>.cpp, one template source compiled with each ISA's
+// flags). Everything here is already validated: sizes fit, strides are non-negative, outputs
+// do not overlap their inputs unless they are the same view.
+#pragma once
+
+#include <cstdint>
+
+#include "circlerope/kernels.h"
+
+namespace circlerope::cpu {
+
+// Largest rotary dim a kernel stages on its stack (RotaryConfig allows up to 1024).
+inline constexpr int kMaxRotaryDim = 1024;
+
+struct TargetJob {
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::int64_t heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t in_stride[4] = {};   // batch, seq, head, dim; elements
+  std::int64_t out_stride[4] = {};
+  bool in_place = false;
+};
+
+struct KernelJob {
+  const float* table = nullptr;  // RotaryTable rows: token (b, s) at (b * seq_len + s) * 2 * half
+  std::int64_t seq_len = 0;
+  int half = 0;                  // rotary dim / 2
+  DType dtype = DType::float32;  // every target of one call has one dtype
+  Pairing pairing = Pairing::neox;
+  bool backward = false;
+  const TargetJob* targets = nullptr;
+  int target_count = 0;
+};
+
+// Rotates tokens [begin, end) of the flattened (batch, seq) index of every target.
+using RangeKernel = void (*)(const KernelJob& job, std::int64_t begin, std::int64_t end);
+
+RangeKernel range_kernel_portable();
+#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
+RangeKernel range_kernel_avx2();
+#endif
+
+}  // namespace circlerope::cpu

@@ -1,0 +1,8 @@
+// The rotation kernel compiled for the avx2 path; flags are set per file in CMakeLists.txt.
+#include "kernel_impl.h"
+
+namespace circlerope::cpu {
+
+RangeKernel range_kernel_avx2() { return &rotate_range_any; }
+
+}  // namespace circlerope::cpu

@@ -1,0 +1,312 @@
+// Internal: the rotation kernel, one template source. Each kernel_<isa>.cpp includes it once,
+// compiled with that ISA's flags (no -march=native anywhere), so the vector code is the
+// compiler's for that ISA and the scalar semantics are identical on every path.
+//
+// A row (one head of one token) is staged through two float buffers on the stack: load and
+// widen the rotary part, rotate in fp32, round and store. The staging makes in-place runs,
+// any dim stride and every storage type the same loop, and keeps the arithmetic loop free of
+// aliasing so that it vectorises. The table row (cos then sin, D/2 each) is read from cache:
+// a thread walks a tile of tokens and rotates every head of every target within it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__F16C__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "convert.h"
+#include "kernel.h"
+
+// Everything below has internal linkage: see convert.h.
+namespace circlerope::cpu {
+namespace {
+
+struct F32 { using Storage = float; };
+struct BF16 { using Storage = std::uint16_t; };
+struct F16 { using Storage = std::uint16_t; };
+
+template <class T>
+inline void load_row(const typename T::Storage* x, std::int64_t stride, float* a, int n) {
+  if (stride == 1) {
+    if constexpr (std::is_same_v<T, F32>) {
+      std::memcpy(a, x, static_cast<std::size_t>(n) * sizeof(float));
+    } else if constexpr (std::is_same_v<T, BF16>) {
+      for (int i = 0; i < n; ++i) a[i] = bf16_to_float(x[i]);
+    } else {
+      int i = 0;
+#if defined(__F16C__)
+      for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(a + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+#endif
+      for (; i < n; ++i) a[i] = f16_to_float(x[i]);
+    }
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    const auto v = x[i * stride];
+    if constexpr (std::is_same_v<T, F32>) a[i] = v;
+    else if constexpr (std::is_same_v<T, BF16>) a[i] = bf16_to_float(v);
+    else a[i] = f16_to_float(v);
+  }
+}
+
+template <class T>
+inline typename T::Storage narrow(float v) {
+  if constexpr (std::is_same_v<T, F32>) return v;
+  else if constexpr (std::is_same_v<T, BF16>) return float_to_bf16(v);
+  else return float_to_f16(v);
+}
+
+template <class T>
+inline void store_row(const float* r, typename T::Storage* y, std::int64_t stride, int n) {
+  if (stride == 1) {
+    if constexpr (std::is_same_v<T, F32>) {
+      std::memcpy(y, r, static_cast<std::size_t>(n) * sizeof(float));
+    } else if constexpr (std::is_same_v<T, BF16>) {
+      for (int i = 0; i < n; ++i) y[i] = float_to_bf16(r[i]);
+    } else {
+      int i = 0;
+#if defined(__F16C__)
+      for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(r + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+      for (; i < n; ++i) y[i] = float_to_f16(r[i]);
+    }
+    return;
+  }
+  for (int i = 0; i < n; ++i) y[i * stride] = narrow<T>(r[i]);
+}
+
+// fp32 rotation of one staged row. neox pairs (i, i + half), gptj pairs (2i, 2i + 1).
+template <Pairing P, bool kBackward>
+inline void rotate_staged(const float* __restrict a, float* __restrict r,
+                          const float* __restrict cosv, const float* __restrict sinv, int half) {
+  for (int i = 0; i < half; ++i) {
+    const float c = cosv[i];
+    const float s = kBackward ? -sinv[i] : sinv[i];
+    const int i0 = P == Pairing::neox ? i : 2 * i;
+    const int i1 = P == Pairing::neox ? i + half : 2 * i + 1;
+    const float x0 = a[i0];
+    const float x1 = a[i1];
+    r[i0] = x0 * c - x1 * s;
+    r[i1] = x1 * c + x0 * s;
+  }
+}
+
+template <class T, Pairing P, bool kBackward>
+inline void rotate_into(const float* __restrict a, typename T::Storage* __restrict y,
+                        const float* __restrict cosv, const float* __restrict sinv, int half) {
+  for (int i = 0; i < half; ++i) {
+    const float c = cosv[i];
+    const float s = kBackward ? -sinv[i] : sinv[i];
+    const int i0 = P == Pairing::neox ? i : 2 * i;
+    const int i1 = P == Pairing::neox ? i + half : 2 * i + 1;
+    const float x0 = a[i0];
+    const float x1 = a[i1];
+    y[i0] = narrow<T>(x0 * c - x1 * s);
+    y[i1] = narrow<T>(x1 * c + x0 * s);
+  }
+}
+
+template <class T, Pairing P, bool kBackward>
+inline void rotate_row(const TargetJob& t, const float* table_row, int half,
+                       const typename T::Storage* x, typename T::Storage* y) {
+  // The second buffer starts 64 bytes past a 4 KiB multiple from the first: loads from one
+  // and stores to the other would otherwise alias in the 4 KiB store-forwarding check.
+  alignas(64) float a[kMaxRotaryDim + 16];
+  alignas(64) float r[kMaxRotaryDim];
+  const int rot = 2 * half;
+  load_row<T>(x, t.in_stride[3], a, rot);
+  if (!std::is_same_v<T, F16> && t.out_stride[3] == 1) {
+    // fp32 and bf16, contiguous: rotate and round straight into the output (fp16 goes
+    // through `r` so that F16C converts eight at a time).
+    rotate_into<T, P, kBackward>(a, y, table_row, table_row + half, half);
+  } else {
+    rotate_staged<P, kBackward>(a, r, table_row, table_row + half, half);
+    store_row<T>(r, y, t.out_stride[3], rot);
+  }
+  if (!t.in_place) {  // the rest of the head passes through
+    for (std::int64_t d = rot; d < t.head_dim; ++d) y[d * t.out_stride[3]] = x[d * t.in_stride[3]];
+  }
+}
+
+// ---- the fast path: contiguous rows, D/2 a multiple of 8 --------------------------------
+// Eight lanes as GCC vector extensions: SSE pairs on the portable path, one ymm register on
+// AVX2. No staging: each step loads both halves of its pairs before storing either, and
+// steps touch disjoint elements, so in place is safe.
+using V8F = float __attribute__((vector_size(32)));
+using V8U = std::uint32_t __attribute__((vector_size(32)));
+using V8I = std::int32_t __attribute__((vector_size(32)));
+using V8H = std::uint16_t __attribute__((vector_size(16)));
+
+inline V8F load8f(const float* p) {
+  V8F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class T>
+inline V8F load8(const typename T::Storage* p) {
+  if constexpr (std::is_same_v<T, F32>) {
+    return load8f(p);
+  } else if constexpr (std::is_same_v<T, BF16>) {
+#if defined(__AVX2__)  // one widening load and a shift (GCC splits the generic form in two)
+    return reinterpret_cast<V8F>(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+#else
+    V8H h;
+    std::memcpy(&h, p, sizeof h);
+    return reinterpret_cast<V8F>(__builtin_convertvector(h, V8U) << 16);
+#endif
+  } else {
+#if defined(__F16C__)
+    return reinterpret_cast<V8F>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+    V8F v;
+    for (int i = 0; i < 8; ++i) v[i] = f16_to_float(p[i]);
+    return v;
+#endif
+  }
+}
+
+template <class T>
+inline void store8(typename T::Storage* p, V8F v) {
+  if constexpr (std::is_same_v<T, F32>) {
+    std::memcpy(p, &v, sizeof v);
+  } else if constexpr (std::is_same_v<T, BF16>) {
+    // float_to_bf16 (convert.h), eight lanes at a time.
+    const V8U u = reinterpret_cast<V8U>(v);
+    const V8U rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const V8I nan = reinterpret_cast<V8I>(u & 0x7FFFFFFFu) > 0x7F800000;
+    const V8U out = nan ? ((u >> 16) | 0x0040u) : rounded;
+#if defined(__AVX2__)  // every lane fits 16 bits: pack without masking, then join the halves
+    const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+#else
+    const V8H h = __builtin_convertvector(out, V8H);
+    std::memcpy(p, &h, sizeof h);
+#endif
+  } else {
+#if defined(__F16C__)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
+#else
+    for (int i = 0; i < 8; ++i) p[i] = float_to_f16(v[i]);
+#endif
+  }
+}
+
+template <class T, Pairing P, bool kBackward>
+inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
+                            const typename T::Storage* x, typename T::Storage* y) {
+  for (int i = 0; i < half; i += 8) {
+    const V8F c = load8f(cosv + i);
+    const V8F s = kBackward ? -load8f(sinv + i) : load8f(sinv + i);
+    if constexpr (P == Pairing::neox) {
+      const V8F x0 = load8<T>(x + i);
+      const V8F x1 = load8<T>(x + i + half);
+      store8<T>(y + i, x0 * c - x1 * s);
+      store8<T>(y + i + half, x1 * c + x0 * s);
+    } else {
+      // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
+      // and give sin the sign pattern (-, +): y = x * c + swap(x) * (-s, s).
+      const V8I lo = {0, 0, 1, 1, 2, 2, 3, 3}, hi = {4, 4, 5, 5, 6, 6, 7, 7};
+      const V8I swap = {1, 0, 3, 2, 5, 4, 7, 6};
+      const V8F sign = {-1, 1, -1, 1, -1, 1, -1, 1};
+      const V8F v0 = load8<T>(x + 2 * i);
+      const V8F v1 = load8<T>(x + 2 * i + 8);
+      const V8F c0 = __builtin_shuffle(c, lo), c1 = __builtin_shuffle(c, hi);
+      const V8F s0 = __builtin_shuffle(s, lo) * sign, s1 = __builtin_shuffle(s, hi) * sign;
+      store8<T>(y + 2 * i, v0 * c0 + __builtin_shuffle(v0, swap) * s0);
+      store8<T>(y + 2 * i + 8, v1 * c1 + __builtin_shuffle(v1, swap) * s1);
+    }
+  }
+}
+
+// Tokens are walked in tiles so that a tile's table rows stay in L1 while every head of every
+// target is rotated; inside a tile the loop with the smaller stride is innermost.
+inline constexpr std::int64_t kTileTokens = 16;
+
+// The vector path pays off where the vector unit converts 16-bit storage in a few
+// instructions; with SSE2 alone the staged loop is faster for bf16 and fp16 (measured).
+template <class T>
+inline constexpr bool kVectorPath =
+#if defined(__AVX2__)
+    true;
+#else
+    std::is_same_v<T, F32>;
+#endif
+
+template <class T, Pairing P, bool kBackward>
+void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
+  using S = typename T::Storage;
+  const int half = job.half;
+  const std::int64_t seq = job.seq_len;
+  std::int64_t tile_b[kTileTokens], tile_s[kTileTokens];
+  for (std::int64_t tile = begin; tile < end; tile += kTileTokens) {
+    const int count = static_cast<int>(end - tile < kTileTokens ? end - tile : kTileTokens);
+    for (int k = 0; k < count; ++k) {  // one division per token, not per row
+      tile_b[k] = (tile + k) / seq;
+      tile_s[k] = (tile + k) % seq;
+    }
+    for (int ti = 0; ti < job.target_count; ++ti) {
+      const TargetJob& t = job.targets[ti];
+      const S* in = static_cast<const S*>(t.in);
+      S* out = static_cast<S*>(t.out);
+      // The vector path needs contiguous rows and whole vectors.
+      const bool fast = kVectorPath<T> && t.in_stride[3] == 1 && t.out_stride[3] == 1 &&
+                        half % 8 == 0;
+      const bool pass_through = !t.in_place && t.head_dim > 2 * half;
+      auto row = [&](int k, std::int64_t h) {
+        const std::int64_t b = tile_b[k], s = tile_s[k];
+        const S* x = in + b * t.in_stride[0] + s * t.in_stride[1] + h * t.in_stride[2];
+        S* y = out + b * t.out_stride[0] + s * t.out_stride[1] + h * t.out_stride[2];
+        const float* cs = job.table + (b * seq + s) * 2 * half;
+        if (fast) {
+          rotate_row_fast<T, P, kBackward>(cs, cs + half, half, x, y);
+          if (pass_through)
+            std::memcpy(y + 2 * half, x + 2 * half,
+                        static_cast<std::size_t>(t.head_dim - 2 * half) * sizeof(S));
+        } else {
+          rotate_row<T, P, kBackward>(t, cs, half, x, y);
+        }
+      };
+      // Inside a tile the loop with the smaller stride is innermost.
+      if (t.in_stride[2] <= t.in_stride[1]) {
+        for (int k = 0; k < count; ++k)
+          for (std::int64_t h = 0; h < t.heads; ++h) row(k, h);
+      } else {
+        for (std::int64_t h = 0; h < t.heads; ++h)
+          for (int k = 0; k < count; ++k) row(k, h);
+      }
+    }
+  }
+}
+
+template <class T>
+void rotate_range_dtype(const KernelJob& job, std::int64_t begin, std::int64_t end) {
+  if (job.pairing == Pairing::neox) {
+    if (job.backward) rotate_range<T, Pairing::neox, true>(job, begin, end);
+    else rotate_range<T, Pairing::neox, false>(job, begin, end);
+  } else {
+    if (job.backward) rotate_range<T, Pairing::gptj, true>(job, begin, end);
+    else rotate_range<T, Pairing::gptj, false>(job, begin, end);
+  }
+}
+
+// The one switch from run-time choices to template instances.
+inline void rotate_range_any(const KernelJob& job, std::int64_t begin, std::int64_t end) {
+  switch (job.dtype) {
+    case DType::float32: rotate_range_dtype<F32>(job, begin, end); break;
+    case DType::bfloat16: rotate_range_dtype<BF16>(job, begin, end); break;
+    case DType::float16: rotate_range_dtype<F16>(job, begin, end); break;
+  }
+}
+
+}  // namespace
+}  // namespace circlerope::cpu

@@ -1,0 +1,8 @@
+// The rotation kernel compiled for the portable path; flags are set per file in CMakeLists.txt.
+#include "kernel_impl.h"
+
+namespace circlerope::cpu {
+
+RangeKernel range_kernel_portable() { return &rotate_range_any; }
+
+}  // namespace circlerope::cpu

@@ -1,0 +1,94 @@
+// Angle tables (SPEC 4) and their AGE plan.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "../core/fail.h"
+#include "circlerope/kernels.h"
+#include "parallel.h"
+
+namespace circlerope {
+
+using detail::fail;
+
+RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
+                              std::int64_t batch, std::int64_t seq_len, int threads) {
+  validate(config);
+  if (batch < 0 || seq_len < 0)
+    fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
+  if (threads < 0) fail("rotary table: threads must be >= 0 (got ", threads, ")");
+  const int rot = config.rotary_dim;
+  const int half = rot / 2;
+  // Room for the positions [3][B][S] and the table [B][S][D] in size_t and in memory.
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 4096;
+  if (batch != 0 && seq_len > limit / batch)
+    fail("rotary table: batch ", batch, " x seq_len ", seq_len, " tokens is too large");
+  const std::int64_t tokens = batch * seq_len;
+  if (tokens > 0 && position_ids == nullptr) fail("rotary table: position_ids is null");
+
+  const std::vector<int> axes = frequency_axes(config);
+  const std::vector<double> inv_freq = inverse_frequencies(config);
+  bool uses_axis[3] = {false, false, false};
+  for (int a : axes) uses_axis[a] = true;
+  for (int a = 0; a < 3; ++a) {
+    if (!uses_axis[a]) continue;
+    const float* p = position_ids + a * tokens;
+    for (std::int64_t t = 0; t < tokens; ++t)
+      if (!std::isfinite(p[t]))
+        fail("rotary table: position of axis ", a, " at row ", t / seq_len, ", token ",
+             t % seq_len, " is ", p[t], " (positions must be finite)");
+  }
+
+  RotaryTable table;
+  table.config_ = config;
+  table.batch_ = batch;
+  table.seq_len_ = seq_len;
+  table.values_.resize(static_cast<std::size_t>(tokens * rot));
+  float* values = table.values_.data();
+  // The angle and its cos/sin in double, rounded once to float: every table entry is within
+  // half an ulp of the exact value (the reference computes the angle in float32 and loses
+  // up to |phi| * 2^-24 of phase for large positions; we do not reproduce that on purpose).
+  cpu::parallel_for(tokens, 256, tokens * half < 65536 ? 1 : cpu::resolve_threads(threads),
+                    [&](std::int64_t begin, std::int64_t end) {
+                      for (std::int64_t t = begin; t < end; ++t) {
+                        float* cosv = values + t * rot;
+                        float* sinv = cosv + half;
+                        for (int i = 0; i < half; ++i) {
+                          const double pos = position_ids[axes[static_cast<std::size_t>(i)] * tokens + t];
+                          const double phi = pos * inv_freq[static_cast<std::size_t>(i)];
+                          cosv[i] = static_cast<float>(std::cos(phi));
+                          sinv[i] = static_cast<float>(std::sin(phi));
+                        }
+                      }
+                    });
+  return table;
+}
+
+RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& positions,
+                              int threads) {
+  const auto expected = static_cast<std::size_t>(3 * positions.batch * positions.seq_len);
+  if (positions.position_ids.size() != expected)
+    fail("rotary table: positions hold ", positions.position_ids.size(), " values, expected 3 x ",
+         positions.batch, " x ", positions.seq_len);
+  return make_rotary_table(config, positions.position_ids.data(), positions.batch,
+                           positions.seq_len, threads);
+}
+
+const RotaryTable& RotaryPlan::layer(int l) const {
+  plan.layer_scheme(l);  // range check with the plan's message
+  return tables[static_cast<std::size_t>(plan.layer_geometry[static_cast<std::size_t>(l)])];
+}
+
+RotaryPlan make_rotary_plan(const AgePositions& positions, const RotaryConfig& config,
+                            int threads) {
+  if (positions.geometries.size() != positions.plan.schemes.size())
+    fail("rotary plan: ", positions.geometries.size(), " geometries for ",
+         positions.plan.schemes.size(), " schemes (use age_rope_index)");
+  RotaryPlan out{positions.plan, {}};
+  out.tables.reserve(positions.geometries.size());
+  for (const Positions& p : positions.geometries)
+    out.tables.push_back(make_rotary_table(config, p, threads));
+  return out;
+}
+
+}  // namespace circlerope

@@ -1,0 +1,79 @@
+// circlerope reference — the rotation of SPEC 4 in float64, one element at a time, written
+// to be obviously right rather than fast. It shares nothing with the kernels but the core's
+// frequency_axes / inverse_frequencies: no table, no staging, its own storage decoding.
+// Used by the tests, `circlerope check` and the benchmarks' spot checks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "circlerope/kernels.h"
+
+namespace circlerope::reference {
+
+// Value of element `offset` (in elements) of a buffer of the given dtype, exactly.
+double load(const void* data, DType dtype, std::int64_t offset);
+
+// Exact y = R(+-phi) x for every element of the view x ([B,S,H,D]): dense [B][S][H][D].
+std::vector<double> rotate(const RotaryConfig& config, const float* position_ids,
+                           const HeadTensor& x, Pairing pairing, Direction direction);
+
+// ---- comparison -----------------------------------------------------------------------
+// Errors are measured per rotation pair, relative to the pair's norm (a rotation keeps it),
+// so cancellation inside one output element does not inflate them.
+//
+// float32: table entries are within half an ulp (6e-8) and the fp32 arithmetic adds a few
+// ulp, so 1e-6 leaves margin while staying well under the 1e-5 contract.
+inline constexpr double kFloat32Tolerance = 1e-6;
+// bf16 / fp16: one rounding of the exact result to the storage type (2^-8, 2^-11 relative) is
+// the best any output can do; we allow exactly that plus the fp32 error before it. The tests
+// also show this is under twice the error of doing the same math in that precision.
+inline constexpr double kBfloat16Tolerance = 0x1p-8 + kFloat32Tolerance;
+inline constexpr double kFloat16Tolerance = 0x1p-11 + kFloat32Tolerance;
+double tolerance(DType dtype);
+
+// Largest pair error of `out` against `expected` (from reference::rotate of input `in`);
+// elements past the rotary dim must equal the input exactly. NaN anywhere gives +inf.
+double max_error(const std::vector<double>& expected, const HeadTensor& in,
+                 const HeadTensor& out, int rotary_dim, Pairing pairing);
+
+// Same math done naively in the storage precision, the way eager PyTorch does it in bf16:
+// cos/sin rounded, each product rounded, the sum rounded. Its error against the reference
+// is the yardstick for "no worse than twice the error of the same math in that precision".
+std::vector<double> rotate_in_storage_precision(const RotaryConfig& config,
+                                                const float* position_ids, const HeadTensor& x,
+                                                Pairing pairing, Direction direction);
+
+// ---- the check run by `circlerope check` and by the tests -------------------------------
+struct CheckCase {
+  Isa isa = Isa::portable;
+  DType dtype = DType::float32;
+  Pairing pairing = Pairing::neox;
+  FrequencyLayout layout = FrequencyLayout::chunked;
+  std::string memory;  // "bshd", "bhsd", "strided", "seq-major"
+  Direction direction = Direction::forward;
+  bool in_place = false;
+  std::int64_t batch = 1, seq = 1, q_heads = 1, k_heads = 1, head_dim = 2;
+  int rotary_dim = 2;
+};
+
+struct CheckResult {
+  CheckCase c;
+  double error = 0;      // worst over q and k
+  double tolerance = 0;
+  bool guard_intact = true;  // memory around the out view untouched
+  bool pass() const { return error <= tolerance && guard_intact; }
+  std::string describe() const;
+};
+
+// Every available ISA x dtype x pairing x frequency layout x memory layout x direction x
+// in/out of place, `rounds` times, each with fresh random sizes and data from `seed`.
+// `progress(done, total)` is called after each case when given.
+std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
+                                   const std::function<void(int, int)>& progress = {});
+// One case with data from `seed`.
+CheckResult check_case(const CheckCase& c, std::uint64_t seed);
+
+}  // namespace circlerope::reference
