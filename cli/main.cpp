@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "circlerope/ptd.h"
 #include "report.h"
 #include "request.h"
+#include "rotary_commands.h"
 #include "svg_plot.h"
 #include "workload.h"
 
@@ -418,13 +420,33 @@ int main(int argc, char** argv) {
   double bench_seconds = 0.5;
   bench_positions->add_option("--format", bench_format, "table | json [table]");
   bench_positions->add_option("--min-seconds", bench_seconds, "time spent per scheme [0.5]");
+  auto* bench_rotary_cmd = bench->add_subcommand(
+      "rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
+  std::string rotary_format = "table", rotary_isa = "automatic";
+  std::vector<std::int64_t> rotary_seq_lens = {1024, 4096, 16384};
+  std::vector<std::string> rotary_dtypes = {"float32", "bfloat16"};
+  double rotary_seconds = 0.25;
+  int rotary_threads = 0;
+  bench_rotary_cmd->add_option("--format", rotary_format, "table | json [table]");
+  bench_rotary_cmd->add_option("--seq-lens", rotary_seq_lens, "sequence lengths [1024 4096 16384]");
+  bench_rotary_cmd->add_option("--dtypes", rotary_dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
+  bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
+  bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
+  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2 [automatic]");
+
+  // check
+  auto* check = app.add_subcommand("check", "every rotary fast path against the float64 reference on fresh random inputs");
+  std::uint64_t check_seed = std::random_device{}();
+  int check_rounds = 2;
+  check->add_option("--seed", check_seed, "random seed (printed, to replay a run) [fresh]");
+  check->add_option("--rounds", check_rounds, "random cases per combination [2]");
 
   try {
     if (argc > 1 && argv[1][0] != '-') {
       bool known = false;
       for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
       if (!known)
-        throw Error(std::string("unknown command '") + argv[1] + "' (expected positions, ptd, plot, plan, demo or bench)");
+        throw Error(std::string("unknown command '") + argv[1] + "' (expected positions, ptd, plot, plan, demo, check or bench)");
     }
     try {
       app.parse(argc, argv);
@@ -487,6 +509,23 @@ int main(int argc, char** argv) {
       check_format(bench_format);
       if (!(bench_seconds > 0 && bench_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
       return run_bench_positions(bench_format, bench_seconds);
+    } else if (*bench_rotary_cmd) {
+      check_format(rotary_format);
+      if (!(rotary_seconds > 0 && rotary_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
+      if (rotary_threads < 0) throw Error("--threads must be >= 0 (got " + std::to_string(rotary_threads) + ")");
+      cli::RotaryBenchOptions options;
+      options.seq_lens = rotary_seq_lens;
+      options.dtypes.clear();
+      for (const std::string& d : rotary_dtypes) options.dtypes.push_back(parse_dtype(d));
+      options.min_seconds = rotary_seconds;
+      options.threads = rotary_threads;
+      options.isa = parse_isa(rotary_isa);
+      const auto result = cli::bench_rotary(options, std::cerr);
+      if (rotary_format == "json") std::cout << result.dump(2) << "\n";
+      else cli::print_bench_rotary_table(result, std::cout);
+    } else if (*check) {
+      if (check_rounds < 1 || check_rounds > 1000) throw Error("--rounds must be in [1, 1000] (got " + std::to_string(check_rounds) + ")");
+      return cli::run_check(check_seed, check_rounds, std::cout, std::cerr);
     }
   } catch (const std::exception& e) {  // Error, and std::bad_alloc / JSON errors just in case
     std::cout.flush();

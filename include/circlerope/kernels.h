@@ -48,6 +48,7 @@ std::string_view to_string(Direction v);
 std::string_view to_string(Isa v);
 DType parse_dtype(std::string_view text);      // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16"
 Pairing parse_pairing(std::string_view text);  // "neox", "gptj"
+Isa parse_isa(std::string_view text);          // "automatic", "portable", "avx2"
 std::size_t dtype_size(DType v);
 
 // Paths compiled into this build that this CPU can run, portable first, best last.

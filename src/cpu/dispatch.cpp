@@ -51,6 +51,12 @@ Pairing parse_pairing(std::string_view text) {
   fail("unknown pairing '", text, "' (expected neox or gptj)");
 }
 
+Isa parse_isa(std::string_view text) {
+  for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2})
+    if (text == to_string(isa)) return isa;
+  fail("unknown code path '", text, "' (expected automatic, portable or avx2)");
+}
+
 std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }
 
 namespace {

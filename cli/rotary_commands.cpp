@@ -1,0 +1,214 @@
+#include "rotary_commands.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "rotary_reference.h"
+
+namespace circlerope::cli {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << v;
+  return o.str();
+}
+
+std::string sci(double v) {
+  std::ostringstream o;
+  o << std::setprecision(2) << std::scientific << v;
+  return o.str();
+}
+
+int resolve(int threads) {
+  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// Median wall time of `call` over at least 5 runs and `min_seconds`, after one warm-up run.
+template <class F>
+double median_seconds(const F& call, double min_seconds) {
+  call();
+  std::vector<double> runs;
+  const auto start = Clock::now();
+  while (runs.size() < 5 || (seconds_since(start) < min_seconds && runs.size() < 1000)) {
+    const auto t = Clock::now();
+    call();
+    runs.push_back(seconds_since(t));
+  }
+  std::nth_element(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2), runs.end());
+  return runs[runs.size() / 2];
+}
+
+}  // namespace
+
+int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& err) {
+  int last_percent = -1;
+  const auto results = reference::run_check(seed, rounds, [&](int done, int total) {
+    const int percent = 100 * done / total;
+    if (percent / 10 != last_percent / 10 || done == total) {
+      err << "\rcheck: " << done << "/" << total << " cases" << (done == total ? "\n" : "") << std::flush;
+      last_percent = percent;
+    }
+  });
+  struct Summary {
+    int cases = 0, failed = 0;
+    double worst = 0, tolerance = 0;
+  };
+  std::map<std::pair<int, int>, Summary> by_path;
+  std::vector<const reference::CheckResult*> failures;
+  for (const auto& r : results) {
+    Summary& s = by_path[{static_cast<int>(r.c.isa), static_cast<int>(r.c.dtype)}];
+    ++s.cases;
+    s.worst = std::max(s.worst, r.error);
+    s.tolerance = r.tolerance;
+    if (!r.pass()) {
+      ++s.failed;
+      failures.push_back(&r);
+    }
+  }
+  out << "circlerope check, seed " << seed << " (replay with --seed " << seed << "), " << rounds
+      << " round" << (rounds == 1 ? "" : "s") << ": every code path x dtype x pairing x frequency "
+      << "layout x memory layout x direction x in/out of place against the float64 reference\n";
+  out << "  path      dtype     cases  worst pair error  tolerance  result\n";
+  for (const auto& [key, s] : by_path) {
+    out << "  " << std::left << std::setw(10) << to_string(static_cast<Isa>(key.first))
+        << std::setw(10) << to_string(static_cast<DType>(key.second)) << std::right
+        << std::setw(5) << s.cases << "  " << std::setw(16) << sci(s.worst) << "  "
+        << std::setw(9) << sci(s.tolerance) << "  "
+        << (s.failed ? std::to_string(s.failed) + " FAILED" : std::string("ok")) << "\n";
+  }
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
+    out << "  mismatch: " << failures[i]->describe() << "\n";
+  if (failures.size() > 20) out << "  ... and " << failures.size() - 20 << " more\n";
+  out << (failures.empty() ? "all " + std::to_string(results.size()) + " cases match\n"
+                           : std::to_string(failures.size()) + " of " +
+                                 std::to_string(results.size()) + " cases MISMATCH\n");
+  return failures.empty() ? 0 : 1;
+}
+
+double measure_copy_gbps(std::size_t bytes, int threads) {
+  threads = resolve(threads);
+  std::vector<unsigned char> src(bytes, 1), dst(bytes, 0);  // touched: no page faults timed
+  const std::size_t part = bytes / static_cast<std::size_t>(threads);
+  auto copy = [&] {
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const std::size_t at = part * static_cast<std::size_t>(t);
+        std::memcpy(dst.data() + at, src.data() + at, t == threads - 1 ? bytes - at : part);
+      });
+    std::memcpy(dst.data(), src.data(), threads == 1 ? bytes : part);
+    for (auto& th : pool) th.join();
+  };
+  double best = 1e30;
+  copy();
+  for (int r = 0; r < 5; ++r) {
+    const auto t = Clock::now();
+    copy();
+    best = std::min(best, seconds_since(t));
+  }
+  return 2.0 * static_cast<double>(bytes) / best / 1e9;
+}
+
+json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
+  constexpr std::int64_t kQHeads = 16, kKHeads = 2, kHeadDim = 128;
+  RotaryConfig config;  // theta 1e6, rotary dim 128, chunked [16, 24, 24]: Qwen2.5-VL
+  const int threads = resolve(o.threads);
+  err << "bench rotary: measuring copy bandwidth (256 MiB memcpy, " << threads << " threads)\n";
+  const double copy_gbps = measure_copy_gbps(std::size_t{256} << 20, threads);
+
+  json rows = json::array();
+  for (std::int64_t seq : o.seq_lens) {
+    if (seq < 1 || seq > (1 << 20)) throw Error("--seq-lens: " + std::to_string(seq) + " is not in [1, 1048576]");
+    // Fractional, negative and large positions, as Circle-RoPE produces.
+    std::vector<float> positions(static_cast<std::size_t>(3 * seq));
+    for (std::int64_t i = 0; i < 3 * seq; ++i)
+      positions[static_cast<std::size_t>(i)] = static_cast<float>(i % seq) * 0.731f - 9.5f;
+    RotaryTable table;
+    const double table_s = median_seconds(
+        [&] { table = make_rotary_table(config, positions.data(), 1, seq, o.threads); }, 0.05);
+    for (DType dtype : o.dtypes) {
+      const std::size_t size = dtype_size(dtype);
+      const auto q_elems = static_cast<std::size_t>(seq * kQHeads * kHeadDim);
+      const auto k_elems = static_cast<std::size_t>(seq * kKHeads * kHeadDim);
+      std::vector<unsigned char> q(q_elems * size), k(k_elems * size), q_out(q.size()), k_out(k.size());
+      // Small finite values in every storage type: 0x3C00 is 1.0 in fp16, ~1.0 in bf16.
+      const std::uint16_t one16 = dtype == DType::float16 ? 0x3C00 : 0x3F80;
+      const float one32 = 1.0f;
+      for (std::size_t i = 0; i < q.size(); i += size) std::memcpy(&q[i], size == 4 ? static_cast<const void*>(&one32) : &one16, size);
+      for (std::size_t i = 0; i < k.size(); i += size) std::memcpy(&k[i], size == 4 ? static_cast<const void*>(&one32) : &one16, size);
+      std::memset(q_out.data(), 0, q_out.size());
+      std::memset(k_out.data(), 0, k_out.size());
+      const HeadTensor qv = bshd(q.data(), dtype, 1, seq, kQHeads, kHeadDim);
+      const HeadTensor kv = bshd(k.data(), dtype, 1, seq, kKHeads, kHeadDim);
+      const HeadTensor qo = bshd(q_out.data(), dtype, 1, seq, kQHeads, kHeadDim);
+      const HeadTensor ko = bshd(k_out.data(), dtype, 1, seq, kKHeads, kHeadDim);
+      const double bytes = 2.0 * static_cast<double>(q.size() + k.size()) + static_cast<double>(table.bytes());
+      for (Direction direction : {Direction::forward, Direction::backward})
+        for (bool in_place : {true, false}) {
+          const RotaryTarget targets[2] = {{qv, in_place ? qv : qo}, {kv, in_place ? kv : ko}};
+          RotaryParams params;
+          params.direction = direction;
+          params.threads = o.threads;
+          params.isa = o.isa;
+          const double s = median_seconds([&] { rotate(table, targets, params); }, o.min_seconds);
+          const double gbps = bytes / s / 1e9;
+          json row = {{"dtype", to_string(dtype)},
+                      {"seq_len", seq},
+                      {"direction", to_string(direction)},
+                      {"mode", in_place ? "in-place" : "out-of-place"},
+                      {"ms", s * 1e3},
+                      {"gbps", gbps},
+                      {"copy_gbps", copy_gbps},
+                      {"fraction", gbps / copy_gbps},
+                      {"tokens_per_s", static_cast<double>(seq) / s},
+                      {"table_ms", table_s * 1e3},
+                      {"bytes", bytes}};
+          err << "bench rotary: " << to_string(dtype) << " S=" << seq << " " << to_string(direction)
+              << " " << row["mode"].get<std::string>() << ": " << fixed(s * 1e3, 3) << " ms, "
+              << fixed(gbps, 1) << " GB/s\n";
+          rows.push_back(std::move(row));
+        }
+    }
+  }
+  const std::vector<Isa> isas = available_isas();
+  return json{{"benchmark", "rotary"},
+              {"shape", "Qwen2.5-VL-3B: batch 1, Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6, chunked neox"},
+              {"path", to_string(o.isa == Isa::automatic ? isas.back() : o.isa)},
+              {"threads", threads},
+              {"copy_gbps", copy_gbps},
+              {"results", rows}};
+}
+
+void print_bench_rotary_table(const json& r, std::ostream& out) {
+  out << "rotary, " << r["shape"].get<std::string>() << "\npath " << r["path"].get<std::string>()
+      << ", " << r["threads"].get<int>() << " threads; copy bandwidth " << fixed(r["copy_gbps"].get<double>(), 1)
+      << " GB/s (memcpy, read + write); bytes = q and k read and written once + the table\n";
+  out << "  dtype     seq_len  direction  mode            ms     GB/s  of copy  table build ms\n";
+  for (const json& row : r["results"]) {
+    out << "  " << std::left << std::setw(10) << row["dtype"].get<std::string>() << std::right
+        << std::setw(7) << row["seq_len"].get<std::int64_t>() << "  " << std::left << std::setw(9)
+        << row["direction"].get<std::string>() << "  " << std::setw(12) << row["mode"].get<std::string>()
+        << std::right << std::setw(8) << fixed(row["ms"].get<double>(), 3) << std::setw(9)
+        << fixed(row["gbps"].get<double>(), 1) << std::setw(8)
+        << fixed(100 * row["fraction"].get<double>(), 0) << "%" << std::setw(16)
+        << fixed(row["table_ms"].get<double>(), 3) << "\n";
+  }
+}
+
+}  // namespace circlerope::cli

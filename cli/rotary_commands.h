@@ -1,0 +1,36 @@
+// `circlerope check` and `circlerope bench rotary`: the kernels against the float64
+// reference, and their speed against this machine's copy bandwidth.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "circlerope/kernels.h"
+
+namespace circlerope::cli {
+
+// Runs every fast path against the reference; prints a summary to `out`, progress to `err`.
+// Returns 0 when every case passes, 1 otherwise.
+int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& err);
+
+struct RotaryBenchOptions {
+  std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
+  std::vector<DType> dtypes = {DType::float32, DType::bfloat16};
+  double min_seconds = 0.25;  // per row
+  int threads = 0;            // 0 = all cores (the copy stream uses the same count)
+  Isa isa = Isa::automatic;
+};
+
+// Qwen2.5-VL-3B attention shapes (Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6,
+// batch 1): forward and backward, in place and out of place. Progress lines go to `err`.
+nlohmann::json bench_rotary(const RotaryBenchOptions& options, std::ostream& err);
+void print_bench_rotary_table(const nlohmann::json& result, std::ostream& out);
+
+// This machine's copy bandwidth: best of several memcpy passes over `bytes` (read + write
+// counted), split over `threads` threads. GB/s.
+double measure_copy_gbps(std::size_t bytes, int threads);
+
+}  // namespace circlerope::cli
