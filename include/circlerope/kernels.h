@@ -105,7 +105,10 @@ struct RotaryParams {
 };
 
 // One tensor to rotate: `out` may be `in` itself (same data and strides: in place) or must
-// not overlap it at all. Shapes and dtypes must match; out must not overlap itself.
+// not overlap it at all. Shapes and dtypes must match; out must not overlap itself. The outs
+// of different targets must not share memory: two outs starting at the same address are
+// rejected; finer overlap between targets is not checked (q and k views of one fused qkv
+// buffer interleave legitimately, and deciding overlap of strided views exactly is costly).
 struct RotaryTarget {
   HeadTensor in;
   HeadTensor out;

@@ -202,6 +202,9 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
                             b + out_span * static_cast<std::int64_t>(size) <= a;
       if (!disjoint) fail(name, ": out overlaps in without being the same view");
     }
+    for (std::size_t j = 0; j < i; ++j)  // the cheap, common mistake: one tensor passed twice
+      if (targets[j].out.data == out.data)
+        fail(name, ": out has the same data as target ", j, "'s out (each would be rotated twice)");
     if (may_overlap_itself(out))
       fail(name, ": out strides ", shape_text(out.strides), " for shape ",
            shape_text(out.shape), " may write one element twice");

@@ -136,8 +136,8 @@ double max_error(const std::vector<double>& expected, const HeadTensor& in,
                                       expected[dense(in, b, s, h, i0)]);
           const double e1 = std::fabs(load(out.data, out.dtype, offset(out, b, s, h, i1)) -
                                       expected[dense(in, b, s, h, i1)]);
+          if (std::isnan(e0) || std::isnan(e1)) return inf;  // std::max would drop a NaN e1
           const double e = std::max(e0, e1);
-          if (std::isnan(e)) return inf;
           if (e > 0) worst = std::max(worst, norm > 0 ? e / norm : inf);
         }
         for (std::int64_t d = rotary_dim; d < in.shape[3]; ++d) {
