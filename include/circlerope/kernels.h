@@ -83,7 +83,7 @@ class RotaryTable {
 
  private:
   friend RotaryTable make_rotary_table(const RotaryConfig&, const float*, std::int64_t,
-                                       std::int64_t, int);
+                                       std::int64_t, int, Isa);
   RotaryConfig config_;
   std::int64_t batch_ = 0;
   std::int64_t seq_len_ = 0;
@@ -91,11 +91,13 @@ class RotaryTable {
 };
 
 // position_ids: float32 [3][batch][seq_len] (Positions::position_ids is this layout).
-// threads: 0 = all cores. Throws Error for a bad config, sizes, or a non-finite position.
+// threads: 0 = all cores; isa forces a code path as in RotaryParams. Throws Error for a bad
+// config, sizes, or a non-finite position.
 RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
-                              std::int64_t batch, std::int64_t seq_len, int threads = 0);
+                              std::int64_t batch, std::int64_t seq_len, int threads = 0,
+                              Isa isa = Isa::automatic);
 RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& positions,
-                              int threads = 0);
+                              int threads = 0, Isa isa = Isa::automatic);
 
 struct RotaryParams {
   Pairing pairing = Pairing::neox;           // which elements of a head form a pair

@@ -74,16 +74,11 @@ bool cpu_has(Isa isa) {
   return isa == Isa::portable;
 }
 
-cpu::RangeKernel kernel_for(Isa isa) {
+Isa resolve_isa(Isa isa) {
   if (isa == Isa::automatic) isa = available_isas().back();
   if (!cpu_has(isa))
     fail("code path '", to_string(isa), "' is not available on this CPU or in this build");
-  switch (isa) {
-#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-    case Isa::avx2: return cpu::range_kernel_avx2();
-#endif
-    default: return cpu::range_kernel_portable();
-  }
+  return isa;
 }
 
 std::string shape_text(const std::array<std::int64_t, 4>& v) {
@@ -139,6 +134,28 @@ bool same_view(const HeadTensor& a, const HeadTensor& b) {
 
 }  // namespace
 
+namespace cpu {
+
+RangeKernel range_kernel(Isa isa) {
+#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
+  if (resolve_isa(isa) == Isa::avx2) return range_kernel_avx2();
+#else
+  resolve_isa(isa);
+#endif
+  return range_kernel_portable();
+}
+
+TableKernel table_kernel(Isa isa) {
+#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
+  if (resolve_isa(isa) == Isa::avx2) return table_kernel_avx2();
+#else
+  resolve_isa(isa);
+#endif
+  return table_kernel_portable();
+}
+
+}  // namespace cpu
+
 std::vector<Isa> available_isas() {
   std::vector<Isa> out;
   for (Isa isa : {Isa::portable, Isa::avx2})
@@ -161,7 +178,7 @@ HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
 void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params) {
   if (params.threads < 0) fail("threads must be >= 0 (got ", params.threads, ")");
-  const cpu::RangeKernel kernel = kernel_for(params.isa);
+  const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
   if (targets.empty()) return;
   if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");
 

@@ -37,9 +37,26 @@ struct KernelJob {
 // Rotates tokens [begin, end) of the flattened (batch, seq) index of every target.
 using RangeKernel = void (*)(const KernelJob& job, std::int64_t begin, std::int64_t end);
 
+struct TableJob {
+  const float* positions = nullptr;  // [3][tokens]
+  std::int64_t tokens = 0;
+  const int* axes = nullptr;         // [half]
+  const double* inv_freq = nullptr;  // [half]
+  int half = 0;
+  float* values = nullptr;           // [tokens][2 * half]: cos then sin
+};
+// Fills the table rows of tokens [begin, end).
+using TableKernel = void (*)(const TableJob& job, std::int64_t begin, std::int64_t end);
+
 RangeKernel range_kernel_portable();
+TableKernel table_kernel_portable();
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
 RangeKernel range_kernel_avx2();
+TableKernel table_kernel_avx2();
 #endif
+
+// The kernels of a code path (dispatch.cpp); throws Error if this CPU cannot run it.
+RangeKernel range_kernel(Isa isa);
+TableKernel table_kernel(Isa isa);
 
 }  // namespace circlerope::cpu

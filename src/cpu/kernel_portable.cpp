@@ -4,5 +4,6 @@
 namespace circlerope::cpu {
 
 RangeKernel range_kernel_portable() { return &rotate_range_any; }
+TableKernel table_kernel_portable() { return &table_range; }
 
 }  // namespace circlerope::cpu

@@ -5,6 +5,7 @@
 
 #include "../core/fail.h"
 #include "circlerope/kernels.h"
+#include "kernel.h"
 #include "parallel.h"
 
 namespace circlerope {
@@ -12,11 +13,12 @@ namespace circlerope {
 using detail::fail;
 
 RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
-                              std::int64_t batch, std::int64_t seq_len, int threads) {
+                              std::int64_t batch, std::int64_t seq_len, int threads, Isa isa) {
   validate(config);
   if (batch < 0 || seq_len < 0)
     fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
   if (threads < 0) fail("rotary table: threads must be >= 0 (got ", threads, ")");
+  const cpu::TableKernel kernel = cpu::table_kernel(isa);
   const int rot = config.rotary_dim;
   const int half = rot / 2;
   // Room for the positions [3][B][S] and the table [B][S][D] in size_t and in memory.
@@ -44,34 +46,29 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_
   table.batch_ = batch;
   table.seq_len_ = seq_len;
   table.values_.resize(static_cast<std::size_t>(tokens * rot));
-  float* values = table.values_.data();
-  // The angle and its cos/sin in double, rounded once to float: every table entry is within
-  // half an ulp of the exact value (the reference computes the angle in float32 and loses
-  // up to |phi| * 2^-24 of phase for large positions; we do not reproduce that on purpose).
+  // The angle and its cos/sin in double, rounded once to float (kernel_impl.h says how
+  // close): the reference computes the angle in float32 and loses up to |phi| * 2^-24 of
+  // phase at large positions; we do not reproduce that on purpose.
+  cpu::TableJob job;
+  job.positions = position_ids;
+  job.tokens = tokens;
+  job.axes = axes.data();
+  job.inv_freq = inv_freq.data();
+  job.half = half;
+  job.values = table.values_.data();
   cpu::parallel_for(tokens, 256, tokens * half < 65536 ? 1 : cpu::resolve_threads(threads),
-                    [&](std::int64_t begin, std::int64_t end) {
-                      for (std::int64_t t = begin; t < end; ++t) {
-                        float* cosv = values + t * rot;
-                        float* sinv = cosv + half;
-                        for (int i = 0; i < half; ++i) {
-                          const double pos = position_ids[axes[static_cast<std::size_t>(i)] * tokens + t];
-                          const double phi = pos * inv_freq[static_cast<std::size_t>(i)];
-                          cosv[i] = static_cast<float>(std::cos(phi));
-                          sinv[i] = static_cast<float>(std::sin(phi));
-                        }
-                      }
-                    });
+                    [&](std::int64_t begin, std::int64_t end) { kernel(job, begin, end); });
   return table;
 }
 
 RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& positions,
-                              int threads) {
+                              int threads, Isa isa) {
   const auto expected = static_cast<std::size_t>(3 * positions.batch * positions.seq_len);
   if (positions.position_ids.size() != expected)
     fail("rotary table: positions hold ", positions.position_ids.size(), " values, expected 3 x ",
          positions.batch, " x ", positions.seq_len);
   return make_rotary_table(config, positions.position_ids.data(), positions.batch,
-                           positions.seq_len, threads);
+                           positions.seq_len, threads, isa);
 }
 
 const RotaryTable& RotaryPlan::layer(int l) const {

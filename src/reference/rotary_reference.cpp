@@ -273,7 +273,7 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed) {
   for (float& p : positions) p = pos(rng);
 
   CheckResult result{c, 0, tolerance(c.dtype), true};
-  const RotaryTable table = make_rotary_table(config, positions.data(), c.batch, c.seq);
+  const RotaryTable table = make_rotary_table(config, positions.data(), c.batch, c.seq, 0, c.isa);
   std::vector<Buffer> inputs, outputs;
   std::vector<std::vector<unsigned char>> before;
   for (std::int64_t heads : {c.q_heads, c.k_heads}) {
