@@ -315,6 +315,8 @@ int run_demo(const std::string& out_path) {
   write_plot(out_path, runs, 0);
   std::cout << "Picture of the four geometries: " << out_path << "\n\n";
 
+  cli::demo_rotation(request.input(), request.vision, circle, std::cout);
+
   const double demo_ns = time_positions_ns(request, g);
   const double batch_ns = time_positions_ns(benchmark_batch(g), g);
   std::cout << "Position computation time (median, this machine):\n"

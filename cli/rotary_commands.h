@@ -29,6 +29,11 @@ struct RotaryBenchOptions {
 nlohmann::json bench_rotary(const RotaryBenchOptions& options, std::ostream& err);
 void print_bench_rotary_table(const nlohmann::json& result, std::ostream& out);
 
+// The demo's rotation section: an AGE plan's tables for a request, every layer's q and k
+// rotated with Qwen2.5-VL-3B shapes, the error against the float64 reference, timings.
+void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
+                   const CircleConfig& circle, std::ostream& out);
+
 // This machine's copy bandwidth: best of several memcpy passes over `bytes` (read + write
 // counted), split over `threads` threads. GB/s.
 double measure_copy_gbps(std::size_t bytes, int threads);
