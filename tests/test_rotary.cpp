@@ -907,6 +907,52 @@ std::string error_of(const F& f) {
   return "<no circlerope::Error thrown>";
 }
 
+// Non-finite inputs stay non-finite on every path and storage type: a NaN anywhere in a pair
+// makes both outputs NaN, whatever its payload (the bf16 vector store relies on NaN low bits
+// being zero; payloads with every low bit set are the ones that would round into -0 or inf).
+TEST(RotaryNonFinite, NaNAndInfinityInputsGiveNonFiniteOutputsOnEveryPath) {
+  constexpr std::int64_t S = 3, H = 2, D = 64;
+  RotaryConfig config;
+  config.rotary_dim = D;
+  config.sections = {8, 12, 12};
+  std::vector<float> positions(3 * S);
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = 1.5f * static_cast<float>(i) - 2.0f;
+  const std::uint16_t bf16_specials[] = {0x7F81, 0x7FFF, 0xFFFF, 0xFFC1, 0x7FC0, 0x7F80, 0xFF80};
+  const std::uint16_t f16_specials[] = {0x7C01, 0x7FFF, 0xFFFF, 0x7E00, 0x7C00, 0xFC00};
+  for (Isa isa : available_isas()) {
+    const RotaryTable table = make_rotary_table(config, positions.data(), 1, S, 1, isa);
+    for (DType dtype : {DType::bfloat16, DType::float16, DType::float32}) {
+      SCOPED_TRACE(std::string(to_string(isa)) + " " + std::string(to_string(dtype)));
+      const std::size_t n = static_cast<std::size_t>(S * H * D);
+      std::vector<std::uint16_t> x16(n, dtype == DType::bfloat16 ? 0x3F80 : 0x3C00);  // 1.0
+      std::vector<float> x32(n, 1.0f);
+      std::vector<bool> special(n, false);
+      for (std::size_t i = 0, k = 0; i < n; i += 37, ++k) {
+        special[i] = true;
+        if (dtype == DType::bfloat16) x16[i] = bf16_specials[k % std::size(bf16_specials)];
+        else if (dtype == DType::float16) x16[i] = f16_specials[k % std::size(f16_specials)];
+        else x32[i] = k % 2 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
+      }
+      void* data = dtype == DType::float32 ? static_cast<void*>(x32.data()) : static_cast<void*>(x16.data());
+      RotaryParams params;
+      params.isa = isa;
+      rotate(table, bshd(data, dtype, 1, S, H, D), params);
+      for (std::size_t row = 0; row < n / D; ++row)
+        for (std::int64_t i = 0; i < D / 2; ++i) {
+          const std::size_t a = row * D + static_cast<std::size_t>(i), b = a + D / 2;
+          const double ya = ref::load(data, dtype, static_cast<std::int64_t>(a));
+          const double yb = ref::load(data, dtype, static_cast<std::int64_t>(b));
+          if (special[a] || special[b]) {
+            EXPECT_FALSE(std::isfinite(ya)) << "element " << a;
+            EXPECT_FALSE(std::isfinite(yb)) << "element " << b;
+          } else {
+            EXPECT_TRUE(std::isfinite(ya) && std::isfinite(yb)) << "elements " << a << ", " << b;
+          }
+        }
+    }
+  }
+}
+
 TEST(RotaryErrors, BadTargetsThrowAndWriteNothing) {
   constexpr std::int64_t B = 1, S = 4, H = 2, D = 8;
   std::mt19937_64 rng(0xE4404);

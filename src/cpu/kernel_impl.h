@@ -244,11 +244,13 @@ inline void store8(typename T::Storage* p, V8F v) {
   if constexpr (std::is_same_v<T, F32>) {
     std::memcpy(p, &v, sizeof v);
   } else if constexpr (std::is_same_v<T, BF16>) {
-    // float_to_bf16 (convert.h), eight lanes at a time.
+    // float_to_bf16 (convert.h), eight lanes at a time, without its NaN guard: here every
+    // NaN comes from a bf16 input (low 16 bits zero; arithmetic keeps the payload) or is
+    // the hardware's default NaN (low bits zero too), the table holds no NaN, so adding
+    // the rounding bias can never carry out of a NaN's low half. Saves 4 of ~13 ops per
+    // 8 lanes on the path where bf16 is compute-bound (RotaryNonFinite tests NaN inputs).
     const V8U u = reinterpret_cast<V8U>(v);
-    const V8U rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const V8I nan = reinterpret_cast<V8I>(u & 0x7FFFFFFFu) > 0x7F800000;
-    const V8U out = nan ? ((u >> 16) | 0x0040u) : rounded;
+    const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
 #if defined(__AVX2__)  // every lane fits 16 bits: pack without masking, then join the halves
     const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
