@@ -953,6 +953,54 @@ TEST(RotaryNonFinite, NaNAndInfinityInputsGiveNonFiniteOutputsOnEveryPath) {
   }
 }
 
+// Outputs of 16 MiB or more are written with streaming stores when out of place and aligned
+// (dispatch.cpp). The small cases above never reach that path: compare it, bit for bit, with
+// the in-place (cached) result of the same arithmetic, and with a misaligned out that falls
+// back to cached stores.
+TEST(RotaryStreaming, LargeOutOfPlaceEqualsInPlaceBitForBit) {
+  constexpr std::int64_t S = 2048, H = 16, D = 128;  // 16 MiB of fp32 output: streams
+  std::vector<float> positions(3 * S);
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = 0.37f * static_cast<float>(i % S) - 3.0f;
+  const RotaryTable table = make_rotary_table(RotaryConfig{}, positions.data(), 1, S);
+  std::mt19937_64 rng(0x57AE);
+  std::normal_distribution<float> normal;
+  for (DType dtype : {DType::float32, DType::bfloat16})
+    for (Pairing pairing : kPairings)
+      for (Isa isa : available_isas()) {
+        SCOPED_TRACE(std::string(to_string(isa)) + " " + std::string(to_string(dtype)) + " " +
+                     std::string(to_string(pairing)));
+        const std::int64_t scale = dtype == DType::float32 ? 1 : 2;  // bf16: same bytes, twice S
+        const std::size_t n = static_cast<std::size_t>(S * H * D * scale);
+        const std::size_t bytes = n * dtype_size(dtype);
+        std::vector<unsigned char> x(bytes + 64), in_place, out(bytes + 64, 0xFF), shifted(bytes + 64, 0xFF);
+        for (std::size_t i = 0; i < n; ++i) {
+          const float v = normal(rng);
+          if (dtype == DType::float32) std::memcpy(&x[4 * i], &v, 4);
+          else {
+            const std::uint16_t h = cvt::float_to_bf16(v);
+            std::memcpy(&x[2 * i], &h, 2);
+          }
+        }
+        in_place = x;
+        std::vector<float> pos2(3 * S * scale);
+        for (std::size_t i = 0; i < pos2.size(); ++i) pos2[i] = positions[i % positions.size()];
+        const RotaryTable& t = scale == 1 ? table : make_rotary_table(RotaryConfig{}, pos2.data(), 1, S * scale);
+        RotaryParams params;
+        params.pairing = pairing;
+        params.isa = isa;
+        const std::int64_t seq = S * scale;
+        rotate(t, bshd(in_place.data(), dtype, 1, seq, H, D), params);
+        const RotaryTarget streamed{bshd(x.data(), dtype, 1, seq, H, D), bshd(out.data(), dtype, 1, seq, H, D)};
+        rotate(t, std::span<const RotaryTarget>(&streamed, 1), params);
+        EXPECT_EQ(0, std::memcmp(out.data(), in_place.data(), bytes));
+        // one element past a 16-byte boundary: cached stores, same values
+        unsigned char* odd = shifted.data() + dtype_size(dtype);
+        const RotaryTarget misaligned{bshd(x.data(), dtype, 1, seq, H, D), bshd(odd, dtype, 1, seq, H, D)};
+        rotate(t, std::span<const RotaryTarget>(&misaligned, 1), params);
+        EXPECT_EQ(0, std::memcmp(odd, in_place.data(), bytes));
+      }
+}
+
 TEST(RotaryErrors, BadTargetsThrowAndWriteNothing) {
   constexpr std::int64_t B = 1, S = 4, H = 2, D = 8;
   std::mt19937_64 rng(0xE4404);

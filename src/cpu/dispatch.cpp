@@ -240,6 +240,19 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
              static_cast<std::int64_t>(dtype_size(in.dtype));
   }
   if (jobs.empty()) return;
+  // Out of place and larger than a last-level cache slice: write around the cache. A cached
+  // write first reads the line it fills (three streams instead of two); measured on S=16384
+  // fp32 out of place, 16.4 -> 10.8 ms. Smaller outputs stay cached for the attention that
+  // reads them next. Streaming stores need 16-byte aligned rows.
+  constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
+  if (bytes / 2 >= kStreamBytes)
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const HeadTensor& out = targets[i].out;
+      bool aligned = reinterpret_cast<std::uintptr_t>(out.data) % 16 == 0;
+      for (std::size_t d = 0; d < 3; ++d)
+        aligned = aligned && (out.strides[d] * static_cast<std::int64_t>(dtype_size(out.dtype))) % 16 == 0;
+      jobs[i].stream = !jobs[i].in_place && aligned;
+    }
 
   cpu::KernelJob job;
   job.table = table.row(0, 0);

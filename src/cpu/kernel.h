@@ -21,6 +21,7 @@ struct TargetJob {
   std::int64_t in_stride[4] = {};   // batch, seq, head, dim; elements
   std::int64_t out_stride[4] = {};
   bool in_place = false;
+  bool stream = false;  // non-temporal stores (out of place, 16-byte aligned rows)
 };
 
 struct KernelJob {

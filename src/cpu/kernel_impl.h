@@ -239,8 +239,25 @@ inline V8F load8(const typename T::Storage* p) {
   }
 }
 
-template <class T>
+template <class T, bool kStream = false>
 inline void store8(typename T::Storage* p, V8F v) {
+#if defined(__AVX2__)
+  if constexpr (kStream) {
+    if constexpr (std::is_same_v<T, F32>) {
+      const __m256 m = reinterpret_cast<__m256>(v);
+      _mm_stream_ps(p, _mm256_castps256_ps128(m));
+      _mm_stream_ps(p + 4, _mm256_extractf128_ps(m, 1));
+    } else if constexpr (std::is_same_v<T, BF16>) {
+      const V8U u = reinterpret_cast<V8U>(v);
+      const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+      const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+    } else {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
+    }
+    return;
+  }
+#endif
   if constexpr (std::is_same_v<T, F32>) {
     std::memcpy(p, &v, sizeof v);
   } else if constexpr (std::is_same_v<T, BF16>) {
@@ -269,7 +286,7 @@ inline void store8(typename T::Storage* p, V8F v) {
   }
 }
 
-template <class T, Pairing P, bool kBackward>
+template <class T, Pairing P, bool kBackward, bool kStream = false>
 inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
                             const typename T::Storage* x, typename T::Storage* y) {
   for (int i = 0; i < half; i += 8) {
@@ -278,8 +295,8 @@ inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
     if constexpr (P == Pairing::neox) {
       const V8F x0 = load8<T>(x + i);
       const V8F x1 = load8<T>(x + i + half);
-      store8<T>(y + i, x0 * c - x1 * s);
-      store8<T>(y + i + half, x1 * c + x0 * s);
+      store8<T, kStream>(y + i, x0 * c - x1 * s);
+      store8<T, kStream>(y + i + half, x1 * c + x0 * s);
     } else {
       // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
       // and give sin the sign pattern (-, +): y = x * c + swap(x) * (-s, s).
@@ -290,8 +307,8 @@ inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
       const V8F v1 = load8<T>(x + 2 * i + 8);
       const V8F c0 = __builtin_shuffle(c, lo), c1 = __builtin_shuffle(c, hi);
       const V8F s0 = __builtin_shuffle(s, lo) * sign, s1 = __builtin_shuffle(s, hi) * sign;
-      store8<T>(y + 2 * i, v0 * c0 + __builtin_shuffle(v0, swap) * s0);
-      store8<T>(y + 2 * i + 8, v1 * c1 + __builtin_shuffle(v1, swap) * s1);
+      store8<T, kStream>(y + 2 * i, v0 * c0 + __builtin_shuffle(v0, swap) * s0);
+      store8<T, kStream>(y + 2 * i + 8, v1 * c1 + __builtin_shuffle(v1, swap) * s1);
     }
   }
 }
@@ -336,7 +353,8 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
         S* y = out + b * t.out_stride[0] + s * t.out_stride[1] + h * t.out_stride[2];
         const float* cs = job.table + (b * seq + s) * 2 * half;
         if (fast) {
-          rotate_row_fast<T, P, kBackward>(cs, cs + half, half, x, y);
+          if (t.stream) rotate_row_fast<T, P, kBackward, true>(cs, cs + half, half, x, y);
+          else rotate_row_fast<T, P, kBackward>(cs, cs + half, half, x, y);
           if (pass_through)
             std::memcpy(y + 2 * half, x + 2 * half,
                         static_cast<std::size_t>(t.head_dim - 2 * half) * sizeof(S));
@@ -354,6 +372,9 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
       }
     }
   }
+#if defined(__AVX2__)
+  _mm_sfence();  // streaming stores are weakly ordered: publish them before returning
+#endif
 }
 
 template <class T>
