@@ -286,29 +286,65 @@ inline void store8(typename T::Storage* p, V8F v) {
   }
 }
 
+// Sixteen consecutive outputs. For bf16 on AVX2 one pack and one lane fix-up serve both
+// halves (store8 needs one of each per eight lanes).
+template <class T, bool kStream>
+inline void store16(typename T::Storage* p, V8F a, V8F b) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, BF16>) {
+    const V8U ua = reinterpret_cast<V8U>(a), ub = reinterpret_cast<V8U>(b);
+    const V8U ra = (ua + 0x7FFFu + ((ua >> 16) & 1u)) >> 16;  // see store8
+    const V8U rb = (ub + 0x7FFFu + ((ub >> 16) & 1u)) >> 16;
+    const __m256i packed = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(reinterpret_cast<__m256i>(ra), reinterpret_cast<__m256i>(rb)), 0xD8);
+    auto* q = reinterpret_cast<__m128i*>(p);
+    if constexpr (kStream) {  // rows are 16-byte aligned, not necessarily 32
+      _mm_stream_si128(q, _mm256_castsi256_si128(packed));
+      _mm_stream_si128(q + 1, _mm256_extracti128_si256(packed, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
+    }
+    return;
+  }
+#endif
+  store8<T, kStream>(p, a);
+  store8<T, kStream>(p + 8, b);
+}
+
 template <class T, Pairing P, bool kBackward, bool kStream = false>
 inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
                             const typename T::Storage* x, typename T::Storage* y) {
-  for (int i = 0; i < half; i += 8) {
-    const V8F c = load8f(cosv + i);
-    const V8F s = kBackward ? -load8f(sinv + i) : load8f(sinv + i);
-    if constexpr (P == Pairing::neox) {
-      const V8F x0 = load8<T>(x + i);
-      const V8F x1 = load8<T>(x + i + half);
-      store8<T, kStream>(y + i, x0 * c - x1 * s);
-      store8<T, kStream>(y + i + half, x1 * c + x0 * s);
-    } else {
-      // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
-      // and give sin the sign pattern (-, +): y = x * c + swap(x) * (-s, s).
-      const V8I lo = {0, 0, 1, 1, 2, 2, 3, 3}, hi = {4, 4, 5, 5, 6, 6, 7, 7};
-      const V8I swap = {1, 0, 3, 2, 5, 4, 7, 6};
-      const V8F sign = {-1, 1, -1, 1, -1, 1, -1, 1};
+  auto sine = [&](int i) { return kBackward ? -load8f(sinv + i) : load8f(sinv + i); };
+  if constexpr (P == Pairing::neox) {
+    int i = 0;
+    for (; i + 16 <= half; i += 16) {
+      const V8F c0 = load8f(cosv + i), c1 = load8f(cosv + i + 8);
+      const V8F s0 = sine(i), s1 = sine(i + 8);
+      const V8F a0 = load8<T>(x + i), a1 = load8<T>(x + i + 8);
+      const V8F b0 = load8<T>(x + i + half), b1 = load8<T>(x + i + half + 8);
+      store16<T, kStream>(y + i, a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
+      store16<T, kStream>(y + i + half, b0 * c0 + a0 * s0, b1 * c1 + a1 * s1);
+    }
+    for (; i < half; i += 8) {
+      const V8F c = load8f(cosv + i), s = sine(i);
+      const V8F a = load8<T>(x + i), b = load8<T>(x + i + half);
+      store8<T, kStream>(y + i, a * c - b * s);
+      store8<T, kStream>(y + i + half, b * c + a * s);
+    }
+  } else {
+    // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
+    // and give sin the sign pattern (-, +): y = x * c + swap(x) * (-s, s).
+    const V8I lo = {0, 0, 1, 1, 2, 2, 3, 3}, hi = {4, 4, 5, 5, 6, 6, 7, 7};
+    const V8I swap = {1, 0, 3, 2, 5, 4, 7, 6};
+    const V8F sign = {-1, 1, -1, 1, -1, 1, -1, 1};
+    for (int i = 0; i < half; i += 8) {
+      const V8F c = load8f(cosv + i), s = sine(i);
       const V8F v0 = load8<T>(x + 2 * i);
       const V8F v1 = load8<T>(x + 2 * i + 8);
       const V8F c0 = __builtin_shuffle(c, lo), c1 = __builtin_shuffle(c, hi);
       const V8F s0 = __builtin_shuffle(s, lo) * sign, s1 = __builtin_shuffle(s, hi) * sign;
-      store8<T, kStream>(y + 2 * i, v0 * c0 + __builtin_shuffle(v0, swap) * s0);
-      store8<T, kStream>(y + 2 * i + 8, v1 * c1 + __builtin_shuffle(v1, swap) * s1);
+      store16<T, kStream>(y + 2 * i, v0 * c0 + __builtin_shuffle(v0, swap) * s0,
+                          v1 * c1 + __builtin_shuffle(v1, swap) * s1);
     }
   }
 }
