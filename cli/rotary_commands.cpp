@@ -151,7 +151,7 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
       << fixed(pass_s * 1e6 / kLayers, 1) << " us per layer)\n\n";
 }
 
-CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads) {
+CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads, int passes) {
   threads = resolve(threads);
   const std::size_t n = bytes / sizeof(float) / 64 * 64;
   // 64-byte aligned and touched before timing: no page faults in the measurement.
@@ -163,7 +163,7 @@ CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads) {
   float* src = align(storage_a);
   float* dst = align(storage_b);
   const std::size_t part = n / static_cast<std::size_t>(threads) / 64 * 64;
-  auto run = [&](auto&& body) {  // body(begin, end) on every thread; best of 5 after a warm-up
+  auto run = [&](auto&& body) {  // body(begin, end) on every thread; best of `passes` after a warm-up
     auto once = [&] {
       std::vector<std::thread> pool;
       for (int t = 1; t < threads; ++t)
@@ -176,7 +176,7 @@ CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads) {
     };
     once();
     double best = 1e30;
-    for (int r = 0; r < 5; ++r) {
+    for (int r = 0; r < passes; ++r) {
       const auto t = Clock::now();
       once();
       best = std::min(best, seconds_since(t));
@@ -209,8 +209,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
   RotaryConfig config;  // theta 1e6, rotary dim 128, chunked [16, 24, 24]: Qwen2.5-VL
   const int threads = resolve(o.threads);
   err << "bench rotary: measuring copy bandwidth (256 MiB streams, " << threads << " threads)\n";
-  const CopyBandwidth copy = measure_copy_bandwidth(std::size_t{256} << 20, threads);
-  const double copy_gbps = copy.copy_gbps;
+  const CopyBandwidth copy = measure_copy_bandwidth(std::size_t{256} << 20, threads, 5);
 
   json rows = json::array();
   for (std::int64_t seq : o.seq_lens) {
@@ -246,6 +245,9 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
           params.direction = direction;
           params.threads = o.threads;
           params.isa = o.isa;
+          // This shared machine's bandwidth drifts by tens of percent within a minute: each
+          // row is compared with a copy measured just before it.
+          const double copy_gbps = measure_copy_bandwidth(std::size_t{128} << 20, threads, 3).copy_gbps;
           const double s = median_seconds([&] { rotate(table, targets, params); }, o.min_seconds);
           const double gbps = bytes / s / 1e9;
           json row = {{"dtype", to_string(dtype)},
@@ -271,7 +273,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
               {"shape", "Qwen2.5-VL-3B: batch 1, Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6, chunked neox"},
               {"path", to_string(o.isa == Isa::automatic ? isas.back() : o.isa)},
               {"threads", threads},
-              {"copy_gbps", copy_gbps},
+              {"copy_gbps", copy.copy_gbps},
               {"copy_streams_gbps", {{"memcpy", copy.memcpy_gbps},
                                      {"streaming_copy", copy.stream_copy_gbps},
                                      {"in_place_read_write", copy.in_place_gbps}}},
@@ -281,18 +283,18 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
 void print_bench_rotary_table(const json& r, std::ostream& out) {
   out << "rotary, " << r["shape"].get<std::string>() << "\npath " << r["path"].get<std::string>()
       << ", " << r["threads"].get<int>() << " threads; copy bandwidth " << fixed(r["copy_gbps"].get<double>(), 1)
-      << " GB/s, read + write, the best of memcpy " << fixed(r["copy_streams_gbps"]["memcpy"].get<double>(), 1)
+      << " GB/s at the start (each row: again just before it), read + write, the best of memcpy " << fixed(r["copy_streams_gbps"]["memcpy"].get<double>(), 1)
       << ", a streaming-store copy " << fixed(r["copy_streams_gbps"]["streaming_copy"].get<double>(), 1)
       << " and an in-place read-modify-write " << fixed(r["copy_streams_gbps"]["in_place_read_write"].get<double>(), 1)
       << "\nbytes = q and k read and written once + the table\n";
-  out << "  dtype     seq_len  direction  mode            ms     GB/s  of copy  table build ms\n";
+  out << "  dtype     seq_len  direction  mode            ms     GB/s  copy GB/s  of copy  table build ms\n";
   for (const json& row : r["results"]) {
     out << "  " << std::left << std::setw(10) << row["dtype"].get<std::string>() << std::right
         << std::setw(7) << row["seq_len"].get<std::int64_t>() << "  " << std::left << std::setw(9)
         << row["direction"].get<std::string>() << "  " << std::setw(12) << row["mode"].get<std::string>()
         << std::right << std::setw(8) << fixed(row["ms"].get<double>(), 3) << std::setw(9)
-        << fixed(row["gbps"].get<double>(), 1) << std::setw(8)
-        << fixed(100 * row["fraction"].get<double>(), 0) << "%" << std::setw(16)
+        << fixed(row["gbps"].get<double>(), 1) << std::setw(11) << fixed(row["copy_gbps"].get<double>(), 1)
+        << std::setw(8) << fixed(100 * row["fraction"].get<double>(), 0) << "%" << std::setw(16)
         << fixed(row["table_ms"].get<double>(), 3) << "\n";
   }
 }
