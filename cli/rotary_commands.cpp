@@ -208,12 +208,14 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
   constexpr std::int64_t kQHeads = 16, kKHeads = 2, kHeadDim = 128;
   RotaryConfig config;  // theta 1e6, rotary dim 128, chunked [16, 24, 24]: Qwen2.5-VL
   const int threads = resolve(o.threads);
+  for (std::int64_t seq : o.seq_lens)  // before any output: a bad value is a one-line error
+    if (seq < 1 || seq > (1 << 20)) throw Error("--seq-lens: " + std::to_string(seq) + " is not in [1, 1048576]");
+  if (o.seq_lens.empty() || o.dtypes.empty()) throw Error("--seq-lens and --dtypes need at least one value");
   err << "bench rotary: measuring copy bandwidth (256 MiB streams, " << threads << " threads)\n";
   const CopyBandwidth copy = measure_copy_bandwidth(std::size_t{256} << 20, threads, 5);
 
   json rows = json::array();
   for (std::int64_t seq : o.seq_lens) {
-    if (seq < 1 || seq > (1 << 20)) throw Error("--seq-lens: " + std::to_string(seq) + " is not in [1, 1048576]");
     // Fractional, negative and large positions, as Circle-RoPE produces.
     std::vector<float> positions(static_cast<std::size_t>(3 * seq));
     for (std::int64_t i = 0; i < 3 * seq; ++i)

@@ -22,6 +22,7 @@ namespace {
 using namespace circlerope::test;
 using nlohmann::json;
 using testing::HasSubstr;
+using testing::Not;
 namespace fs = std::filesystem;
 
 struct Outcome {
@@ -201,6 +202,29 @@ TEST_F(Cli, BenchPositionsJson) {
   }
 }
 
+TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 bfloat16 float16 --min-seconds 0.001 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json b = json::parse(r.out);
+  ASSERT_EQ(b["results"].size(), 12u);  // 3 dtypes x forward/backward x in place/out of place
+  for (const json& row : b["results"]) {
+    for (const char* key : {"dtype", "seq_len", "direction", "mode", "ms", "gbps", "copy_gbps", "fraction"})
+      EXPECT_TRUE(row.contains(key)) << key;
+    EXPECT_GT(row["ms"].get<double>(), 0);
+    EXPECT_NEAR(row["fraction"].get<double>(), row["gbps"].get<double>() / row["copy_gbps"].get<double>(), 1e-9);
+    EXPECT_EQ(row["seq_len"].get<int>(), 8);
+  }
+  EXPECT_GT(b["copy_gbps"].get<double>(), 0);
+}
+
+TEST_F(Cli, CheckPassesAndNamesItsSeed) {
+  const Outcome r = run("check --seed 11 --rounds 1");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("replay with --seed 11"));
+  EXPECT_THAT(r.out, HasSubstr("cases match"));
+  EXPECT_THAT(r.out, Not(HasSubstr("FAILED")));
+}
+
 TEST_F(Cli, PlanPrintsEveryLayer) {
   const Outcome r = run("plan --plan alternate --layers 5 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -306,6 +330,12 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"positions --layout text:5 --row 1", "--row 1 is out of range (batch 1)"},
       {"positions --layout text:5 --decode -1", "--decode -1 must be >= 0"},
       {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "rotary dim must be even"},
+      {"bench rotary --dtypes fp64", "unknown dtype 'fp64'"},
+      {"bench rotary --path avx9", "unknown code path 'avx9'"},
+      {"bench rotary --seq-lens 0", "--seq-lens: 0 is not in [1, 1048576]"},
+      {"bench rotary --threads -1", "--threads must be >= 0 (got -1)"},
+      {"bench rotary --format xml", "--format 'xml'"},
+      {"check --rounds 0", "--rounds must be in [1, 1000] (got 0)"},
       {"frobnicate", "unknown command 'frobnicate'"},
       {"", "subcommand"},
   };

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 
 #include "../core/fail.h"
@@ -94,7 +95,17 @@ std::string shape_text(const std::array<std::int64_t, 4>& v) {
 constexpr std::int64_t kMaxOffset = std::numeric_limits<std::int64_t>::max() / 16;
 
 // Largest element offset of the view plus one (0 for an empty view), overflow-checked.
-std::int64_t span_elements(const HeadTensor& t, const std::string& name) {
+// "rotate target 1 in", formatted only when a message is built: a valid call (a decode
+// step, every layer) allocates no strings.
+struct TargetName {
+  std::size_t index;
+  const char* part = "";
+};
+std::ostream& operator<<(std::ostream& o, const TargetName& n) {
+  return o << "rotate target " << n.index << n.part;
+}
+
+std::int64_t span_elements(const HeadTensor& t, const TargetName& name) {
   std::int64_t last = 0;
   for (std::size_t i = 0; i < 4; ++i) {
     if (t.shape[i] < 0) fail(name, ": shape ", shape_text(t.shape), " has a negative size");
@@ -188,7 +199,7 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const HeadTensor& in = targets[i].in;
     const HeadTensor& out = targets[i].out;
-    const std::string name = "rotate target " + std::to_string(i);
+    const TargetName name{i};
     if (in.dtype != targets[0].in.dtype)
       fail(name, ": dtype ", to_string(in.dtype), " differs from target 0's ",
            to_string(targets[0].in.dtype), " (rotate one dtype per call)");
@@ -204,8 +215,8 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
            table.seq_len());
     if (in.shape[3] < rot)
       fail(name, ": head_dim ", in.shape[3], " is smaller than the rotary dim ", rot);
-    const std::int64_t in_span = span_elements(in, name + " in");
-    const std::int64_t out_span = span_elements(out, name + " out");
+    const std::int64_t in_span = span_elements(in, {i, " in"});
+    const std::int64_t out_span = span_elements(out, {i, " out"});
     if (in_span == 0) continue;
     const bool in_place = same_view(in, out);
     if (!in_place) {
