@@ -7,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "c_guard.h"
 #include "circlerope/positions.h"
 
 namespace {
@@ -19,30 +20,7 @@ static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
                   static_cast<int>(Scheme::circle) == CRP_SCHEME_CIRCLE,
               "crp_scheme values are cast to circlerope::Scheme");
 
-void write_error(char* error, size_t size, const char* message) {
-  if (!error || size == 0) return;
-  const size_t n = std::min(size - 1, std::strlen(message));
-  std::memcpy(error, message, n);
-  error[n] = '\0';
-}
-
-template <typename F>
-crp_status guarded(char* error, size_t size, F&& body) {
-  try {
-    body();
-    write_error(error, size, "");
-    return CRP_OK;
-  } catch (const Error& e) {
-    write_error(error, size, e.what());
-    return CRP_INVALID_ARGUMENT;
-  } catch (const std::bad_alloc&) {
-    write_error(error, size, "out of memory");
-    return CRP_INTERNAL_ERROR;
-  } catch (const std::exception& e) {
-    write_error(error, size, e.what());
-    return CRP_INTERNAL_ERROR;
-  }
-}
+using detail::guarded;
 
 std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {
   if (n < 0 || (n > 0 && !thw)) throw Error(std::string(name) + ": NULL pointer or negative count");

@@ -1,0 +1,70 @@
+/* circlerope — C API of the rotary kernels (kernels.h), for engines written in C or that
+ * keep a C boundary. Link circlerope::kernels. Same conventions as c_api.h: every function
+ * returns a crp_status and writes a one-line message into `error` (when not NULL); nothing
+ * throws, aborts or prints.
+ *
+ *   crp_rotary_table* t;
+ *   crp_rotary_table_create(&config, position_ids, batch, seq_len, 0, &t, err, sizeof err);
+ *   crp_head_tensor q = {q_ptr, CRP_DTYPE_BFLOAT16, {B, S, 16, 128}, {S*16*128, 16*128, 128, 1}};
+ *   crp_rotate(t, &q, &q, 1, CRP_PAIRING_NEOX, CRP_FORWARD, 0, err, sizeof err);  // in place
+ *   crp_rotary_table_destroy(t);
+ */
+#ifndef CIRCLEROPE_C_KERNELS_H
+#define CIRCLEROPE_C_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "circlerope/c_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum crp_frequency_layout {
+  CRP_LAYOUT_CHUNKED = 0,     /* Qwen2-VL, Qwen2.5-VL */
+  CRP_LAYOUT_INTERLEAVED = 1, /* Qwen3-VL */
+  CRP_LAYOUT_SINGLE = 2       /* plain 1-D RoPE on axis 0 */
+} crp_frequency_layout;
+
+typedef enum crp_dtype { CRP_DTYPE_FLOAT32 = 0, CRP_DTYPE_BFLOAT16 = 1, CRP_DTYPE_FLOAT16 = 2 } crp_dtype;
+typedef enum crp_pairing { CRP_PAIRING_NEOX = 0, CRP_PAIRING_GPTJ = 1 } crp_pairing;
+typedef enum crp_direction { CRP_FORWARD = 0, CRP_BACKWARD = 1 } crp_direction;
+
+typedef struct crp_rotary_config {
+  double theta;     /* rope_theta, > 0 */
+  int rotary_dim;   /* even */
+  int layout;       /* crp_frequency_layout */
+  int sections[3];  /* temporal, height, width; sum rotary_dim / 2 (unused by SINGLE) */
+} crp_rotary_config;
+
+/* A strided [batch, seq, heads, head_dim] view; strides in elements. */
+typedef struct crp_head_tensor {
+  void* data;
+  int dtype; /* crp_dtype */
+  int64_t shape[4];
+  int64_t strides[4];
+} crp_head_tensor;
+
+typedef struct crp_rotary_table crp_rotary_table; /* opaque */
+
+/* Qwen2.5-VL: theta 1e6, rotary dim 128, chunked [16, 24, 24]. */
+void crp_rotary_config_default(crp_rotary_config* config);
+
+/* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores. */
+crp_status crp_rotary_table_create(const crp_rotary_config* config, const float* position_ids,
+                                   int64_t batch, int64_t seq_len, int threads,
+                                   crp_rotary_table** table, char* error, size_t error_size);
+void crp_rotary_table_destroy(crp_rotary_table* table); /* NULL is fine */
+
+/* Rotates `count` tensors: out[i] may be in[i] (in place) or must not overlap it.
+ * pairing: crp_pairing; direction: crp_direction; threads: 0 = all cores. */
+crp_status crp_rotate(const crp_rotary_table* table, const crp_head_tensor* in,
+                      const crp_head_tensor* out, int count, int pairing, int direction,
+                      int threads, char* error, size_t error_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CIRCLEROPE_C_KERNELS_H */

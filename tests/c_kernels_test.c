@@ -1,0 +1,155 @@
+/* The kernels' C API from C11: a table from Circle-RoPE positions made through the C API,
+ * fp32 values checked against cos/sin computed here, forward then backward returning the
+ * input, bf16 in place, GQA in one call, and every argument error with its message.
+ * A plain main(): prints every failed check and returns nonzero if any failed. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "circlerope/c_api.h"
+#include "circlerope/c_kernels.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK_MSG(cond, msg)                                                                    \
+  do {                                                                                          \
+    ++checks;                                                                                   \
+    if (!(cond)) {                                                                              \
+      ++failures;                                                                               \
+      fprintf(stderr, "%s:%d: check failed: %s (message: \"%s\")\n", __FILE__, __LINE__, #cond, msg); \
+    }                                                                                           \
+  } while (0)
+#define CHECK(cond) CHECK_MSG(cond, "")
+
+enum { S = 7, HQ = 3, HK = 1, D = 16 };
+/* fp32 math with float32 table entries: well under 1e-5 relative for values ~1 */
+#define TOL 2e-6
+
+static crp_head_tensor bshd(void* data, int dtype, int64_t heads) {
+  crp_head_tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.shape[0] = 1, t.shape[1] = S, t.shape[2] = heads, t.shape[3] = D;
+  t.strides[0] = S * heads * D, t.strides[1] = heads * D, t.strides[2] = D, t.strides[3] = 1;
+  return t;
+}
+
+static uint16_t to_bf16(float f) { /* truncation is enough for inputs */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+int main(void) {
+  char err[256];
+  /* positions: text:2, image 2x2 (merged), text:1 under circle, through the C API */
+  const int64_t ids[S] = {5, 151652, 151655, 151655, 151655, 151655, 151653};
+  const int64_t grid[3] = {1, 4, 4};
+  crp_rope_index_input in;
+  memset(&in, 0, sizeof in);
+  in.input_ids = ids, in.batch = 1, in.seq_len = S, in.image_grid_thw = grid, in.n_images = 1;
+  crp_vision_config vision;
+  crp_vision_config_default(&vision);
+  crp_circle_config circle;
+  crp_circle_config_default(&circle);
+  float pos[3 * S], deltas[1];
+  CHECK_MSG(crp_rope_index(&in, &vision, CRP_SCHEME_CIRCLE, &circle, pos, deltas, err, sizeof err) == CRP_OK, err);
+
+  crp_rotary_config config;
+  crp_rotary_config_default(&config);
+  CHECK(config.theta == 1e6 && config.rotary_dim == 128 && config.sections[0] == 16);
+  config.theta = 10000.0, config.rotary_dim = D, config.layout = CRP_LAYOUT_CHUNKED;
+  config.sections[0] = 2, config.sections[1] = 3, config.sections[2] = 3;
+  crp_rotary_table* table = NULL;
+  CHECK_MSG(crp_rotary_table_create(&config, pos, 1, S, 0, &table, err, sizeof err) == CRP_OK, err);
+  CHECK(table != NULL);
+
+  /* fp32 q (3 heads) and k (1 head) out of place, in one call, against values computed here */
+  float q[S * HQ * D], k[S * HK * D], q_out[S * HQ * D], k_out[S * HK * D], back[S * HQ * D];
+  for (int i = 0; i < S * HQ * D; ++i) q[i] = (float)sin(0.37 * i + 1.0);
+  for (int i = 0; i < S * HK * D; ++i) k[i] = (float)cos(0.11 * i);
+  crp_head_tensor ins[2] = {bshd(q, CRP_DTYPE_FLOAT32, HQ), bshd(k, CRP_DTYPE_FLOAT32, HK)};
+  crp_head_tensor outs[2] = {bshd(q_out, CRP_DTYPE_FLOAT32, HQ), bshd(k_out, CRP_DTYPE_FLOAT32, HK)};
+  CHECK_MSG(crp_rotate(table, ins, outs, 2, CRP_PAIRING_NEOX, CRP_FORWARD, 0, err, sizeof err) == CRP_OK, err);
+  double worst = 0;
+  for (int s = 0; s < S; ++s)
+    for (int h = 0; h < HQ; ++h)
+      for (int i = 0; i < D / 2; ++i) {
+        const int axis = i < 2 ? 0 : (i < 5 ? 1 : 2);
+        const double phi = pos[axis * S + s] * pow(10000.0, -2.0 * i / D);
+        const float* x = q + (s * HQ + h) * D;
+        const float* y = q_out + (s * HQ + h) * D;
+        const double y0 = x[i] * cos(phi) - x[i + D / 2] * sin(phi);
+        const double y1 = x[i + D / 2] * cos(phi) + x[i] * sin(phi);
+        worst = fmax(worst, fmax(fabs(y[i] - y0), fabs(y[i + D / 2] - y1)));
+      }
+  CHECK(worst < TOL);
+  /* backward of the forward returns the input */
+  crp_head_tensor qo = outs[0], qb = bshd(back, CRP_DTYPE_FLOAT32, HQ);
+  CHECK_MSG(crp_rotate(table, &qo, &qb, 1, CRP_PAIRING_NEOX, CRP_BACKWARD, 1, err, sizeof err) == CRP_OK, err);
+  worst = 0;
+  for (int i = 0; i < S * HQ * D; ++i) worst = fmax(worst, fabs(back[i] - q[i]));
+  CHECK(worst < TOL);
+
+  /* bf16 in place, gptj: close to the fp32 result computed the same way */
+  uint16_t qb16[S * HQ * D];
+  float q32[S * HQ * D], q32_out[S * HQ * D];
+  for (int i = 0; i < S * HQ * D; ++i) qb16[i] = to_bf16(q[i]), q32[i] = from_bf16(qb16[i]);
+  crp_head_tensor t16 = bshd(qb16, CRP_DTYPE_BFLOAT16, HQ), t32 = bshd(q32, CRP_DTYPE_FLOAT32, HQ),
+                  t32o = bshd(q32_out, CRP_DTYPE_FLOAT32, HQ);
+  CHECK_MSG(crp_rotate(table, &t16, &t16, 1, CRP_PAIRING_GPTJ, CRP_FORWARD, 0, err, sizeof err) == CRP_OK, err);
+  CHECK_MSG(crp_rotate(table, &t32, &t32o, 1, CRP_PAIRING_GPTJ, CRP_FORWARD, 0, err, sizeof err) == CRP_OK, err);
+  worst = 0;
+  for (int i = 0; i < S * HQ * D; ++i) worst = fmax(worst, fabs(from_bf16(qb16[i]) - q32_out[i]));
+  CHECK(worst <= 1.0 / 128); /* one bf16 rounding of values below 2 */
+
+  /* errors: each names the offending value */
+  CHECK(crp_rotate(table, ins, outs, 2, 2, CRP_FORWARD, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "pairing 2 is not one of 0..1") != NULL, err);
+  CHECK(crp_rotate(table, ins, outs, 2, CRP_PAIRING_NEOX, -1, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "direction -1") != NULL, err);
+  crp_head_tensor bad = ins[1];
+  bad.dtype = 7;
+  CHECK(crp_rotate(table, &bad, &bad, 1, 0, 0, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "in[0].dtype 7 is not one of 0..2") != NULL, err);
+  bad = ins[1];
+  bad.shape[1] = S + 1;
+  CHECK(crp_rotate(table, &bad, &bad, 1, 0, 0, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "the table was built for batch 1 and seq 7") != NULL, err);
+  CHECK(crp_rotate(NULL, ins, outs, 2, 0, 0, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "table is NULL") != NULL, err);
+  CHECK(crp_rotate(table, NULL, NULL, 1, 0, 0, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rotate(table, NULL, NULL, 0, 0, 0, 0, err, sizeof err) == CRP_OK);
+  crp_rotary_table* other = (crp_rotary_table*)&other;
+  config.layout = 5;
+  CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "layout 5 is not one of 0..2") != NULL, err);
+  CHECK(other == NULL); /* cleared on failure */
+  config.layout = CRP_LAYOUT_CHUNKED, config.rotary_dim = 15;
+  CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "rotary dim must be even") != NULL, err);
+  config.rotary_dim = D;
+  pos[3] = NAN;
+  CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "positions must be finite") != NULL, err);
+  CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rotary_table_create(NULL, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+
+  crp_rotary_table_destroy(table);
+  crp_rotary_table_destroy(NULL);
+  if (failures) {
+    fprintf(stderr, "c_kernels_test: %d of %d checks failed\n", failures, checks);
+    return 1;
+  }
+  printf("c_kernels_test: all %d checks passed\n", checks);
+  return 0;
+}
