@@ -435,6 +435,8 @@ int main(int argc, char** argv) {
   bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
   bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
   bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2 [automatic]");
+  std::string rotary_plot;
+  bench_rotary_cmd->add_option("--plot", rotary_plot, "also write a bar chart (SVG file)");
 
   // check
   auto* check = app.add_subcommand("check", "every rotary fast path against the float64 reference on fresh random inputs");
@@ -522,7 +524,15 @@ int main(int argc, char** argv) {
       options.min_seconds = rotary_seconds;
       options.threads = rotary_threads;
       options.isa = parse_isa(rotary_isa);
+      if (!rotary_plot.empty() && (rotary_plot.size() < 5 || rotary_plot.substr(rotary_plot.size() - 4) != ".svg"))
+        throw Error("--plot '" + rotary_plot + "': give a file name ending in .svg");
       const auto result = cli::bench_rotary(options, std::cerr);
+      if (!rotary_plot.empty()) {
+        std::ofstream file(rotary_plot, std::ios::binary);
+        if (!(file << cli::render_bandwidth_svg(result)))
+          throw Error("--plot: cannot write '" + rotary_plot + "'");
+        std::cerr << "bench rotary: wrote " << rotary_plot << "\n";
+      }
       if (rotary_format == "json") std::cout << result.dump(2) << "\n";
       else cli::print_bench_rotary_table(result, std::cout);
     } else if (*check) {

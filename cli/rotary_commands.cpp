@@ -151,27 +151,59 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
       << fixed(pass_s * 1e6 / kLayers, 1) << " us per layer)\n\n";
 }
 
-CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads, int passes) {
-  threads = resolve(threads);
-  const std::size_t n = bytes / sizeof(float) / 64 * 64;
-  // 64-byte aligned and touched before timing: no page faults in the measurement.
-  std::vector<float> storage_a(n + 16, 1.0f), storage_b(n + 16, 2.0f);
-  auto align = [](std::vector<float>& v) {
-    auto p = reinterpret_cast<std::uintptr_t>(v.data());
+namespace {
+
+// Buffers allocated and touched once, then measured as often as needed.
+class CopyMeter {
+ public:
+  CopyMeter(std::size_t bytes, int threads)
+      : threads_(resolve(threads)),
+        n_(bytes / sizeof(float) / 64 * 64),
+        a_(n_ + 16, 1.0f),  // touched here: no page faults in any measurement
+        b_(n_ + 16, 2.0f),
+        src_(align(a_)),
+        dst_(align(b_)),
+        part_(n_ / static_cast<std::size_t>(threads_) / 64 * 64) {}
+
+  CopyBandwidth measure(int passes) {
+    CopyBandwidth out;
+    out.memcpy_gbps = run(passes, [&](std::size_t b, std::size_t e) {
+      std::memcpy(dst_ + b, src_ + b, (e - b) * sizeof(float));
+    });
+    out.stream_copy_gbps = run(passes, [&](std::size_t b, std::size_t e) {
+#if defined(__SSE2__)
+      for (std::size_t i = b; i < e; i += 4) _mm_stream_ps(dst_ + i, _mm_load_ps(src_ + i));
+      _mm_sfence();
+#else
+      for (std::size_t i = b; i < e; ++i) dst_[i] = src_[i];
+#endif
+    });
+    volatile float one = 1.0f;  // not foldable: the loop must read and write every element
+    const float factor = one;
+    out.in_place_gbps = run(passes, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) dst_[i] *= factor;
+    });
+    out.copy_gbps = std::max({out.memcpy_gbps, out.stream_copy_gbps, out.in_place_gbps});
+    return out;
+  }
+
+ private:
+  static float* align(std::vector<float>& v) {
+    const auto p = reinterpret_cast<std::uintptr_t>(v.data());
     return reinterpret_cast<float*>((p + 63) / 64 * 64);
-  };
-  float* src = align(storage_a);
-  float* dst = align(storage_b);
-  const std::size_t part = n / static_cast<std::size_t>(threads) / 64 * 64;
-  auto run = [&](auto&& body) {  // body(begin, end) on every thread; best of `passes` after a warm-up
+  }
+
+  // body(begin, end) on every thread, one warm-up, then the best of `passes`; GB/s read + write.
+  template <class Body>
+  double run(int passes, const Body& body) {
     auto once = [&] {
       std::vector<std::thread> pool;
-      for (int t = 1; t < threads; ++t)
+      for (int t = 1; t < threads_; ++t)
         pool.emplace_back([&, t] {
-          const std::size_t at = part * static_cast<std::size_t>(t);
-          body(at, t == threads - 1 ? n : at + part);
+          const std::size_t at = part_ * static_cast<std::size_t>(t);
+          body(at, t == threads_ - 1 ? n_ : at + part_);
         });
-      body(std::size_t{0}, threads == 1 ? n : part);
+      body(std::size_t{0}, threads_ == 1 ? n_ : part_);
       for (auto& th : pool) th.join();
     };
     once();
@@ -181,27 +213,26 @@ CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads, int passes)
       once();
       best = std::min(best, seconds_since(t));
     }
-    return 2.0 * static_cast<double>(n * sizeof(float)) / best / 1e9;  // read + write
-  };
-  CopyBandwidth out;
-  out.memcpy_gbps = run([&](std::size_t b, std::size_t e) {
-    std::memcpy(dst + b, src + b, (e - b) * sizeof(float));
-  });
-  out.stream_copy_gbps = run([&](std::size_t b, std::size_t e) {
-#if defined(__SSE2__)
-    for (std::size_t i = b; i < e; i += 4) _mm_stream_ps(dst + i, _mm_load_ps(src + i));
-    _mm_sfence();
-#else
-    for (std::size_t i = b; i < e; ++i) dst[i] = src[i];
-#endif
-  });
-  volatile float one = 1.0f;  // not foldable: the loop must read and write every element
-  const float factor = one;
-  out.in_place_gbps = run([&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) dst[i] *= factor;
-  });
-  out.copy_gbps = std::max({out.memcpy_gbps, out.stream_copy_gbps, out.in_place_gbps});
-  return out;
+    return 2.0 * static_cast<double>(n_ * sizeof(float)) / best / 1e9;
+  }
+
+  int threads_;
+  std::size_t n_;
+  std::vector<float> a_, b_;
+  float* src_;
+  float* dst_;
+  std::size_t part_;
+};
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads, int passes) {
+  return CopyMeter(bytes, threads).measure(passes);
 }
 
 json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
@@ -212,7 +243,8 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
     if (seq < 1 || seq > (1 << 20)) throw Error("--seq-lens: " + std::to_string(seq) + " is not in [1, 1048576]");
   if (o.seq_lens.empty() || o.dtypes.empty()) throw Error("--seq-lens and --dtypes need at least one value");
   err << "bench rotary: measuring copy bandwidth (256 MiB streams, " << threads << " threads)\n";
-  const CopyBandwidth copy = measure_copy_bandwidth(std::size_t{256} << 20, threads, 5);
+  CopyMeter meter(std::size_t{256} << 20, threads);
+  const CopyBandwidth copy = meter.measure(5);
 
   json rows = json::array();
   for (std::int64_t seq : o.seq_lens) {
@@ -247,11 +279,18 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
           params.direction = direction;
           params.threads = o.threads;
           params.isa = o.isa;
-          // This shared machine's bandwidth drifts by tens of percent within a minute: each
-          // row is compared with a copy measured just before it.
-          const double copy_gbps = measure_copy_bandwidth(std::size_t{128} << 20, threads, 3).copy_gbps;
-          const double s = median_seconds([&] { rotate(table, targets, params); }, o.min_seconds);
+          // This shared machine's bandwidth drifts by tens of percent within a minute, so a
+          // row alternates copy and rotation measurements and reports the median ratio.
+          constexpr int kRounds = 5;
+          std::vector<double> times, copies, ratios;
+          for (int round = 0; round < kRounds; ++round) {
+            copies.push_back(meter.measure(1).copy_gbps);
+            times.push_back(median_seconds([&] { rotate(table, targets, params); }, o.min_seconds / kRounds));
+            ratios.push_back(bytes / times.back() / 1e9 / copies.back());
+          }
+          const double s = median(times);
           const double gbps = bytes / s / 1e9;
+          const double copy_gbps = median(copies);
           json row = {{"dtype", to_string(dtype)},
                       {"seq_len", seq},
                       {"direction", to_string(direction)},
@@ -259,7 +298,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
                       {"ms", s * 1e3},
                       {"gbps", gbps},
                       {"copy_gbps", copy_gbps},
-                      {"fraction", gbps / copy_gbps},
+                      {"fraction", median(ratios)},
                       {"tokens_per_s", static_cast<double>(seq) / s},
                       {"table_ms", table_s * 1e3},
                       {"bytes", bytes}};
@@ -282,13 +321,85 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
               {"results", rows}};
 }
 
+std::string render_bandwidth_svg(const json& r) {
+  // One group of four bars per (dtype, seq_len); each bar is the row's GB/s drawn inside a
+  // grey bar of the copy bandwidth measured just before it, so the filled share is the
+  // fraction. A dashed line marks 70% of each bar's copy.
+  struct Group {
+    std::string label;
+    std::vector<const json*> rows;
+  };
+  std::vector<Group> groups;
+  double top = 1;
+  for (const json& row : r["results"]) {
+    const std::string label = row["dtype"].get<std::string>() + " S=" + std::to_string(row["seq_len"].get<std::int64_t>());
+    if (groups.empty() || groups.back().label != label) groups.push_back({label, {}});
+    groups.back().rows.push_back(&row);
+    top = std::max({top, row["gbps"].get<double>(), row["copy_gbps"].get<double>()});
+  }
+  const double step = top <= 60 ? 10 : top <= 120 ? 20 : 50;  // round grid lines
+  const int ticks = static_cast<int>(std::ceil(top * 1.05 / step));
+  top = step * ticks;
+  const char* colours[] = {"#1f77b4", "#aec7e8", "#d62728", "#ff9896"};
+  const double left = 60, bottom = 330, height = 270, bar = 16, gap = 4, group_gap = 26;
+  double width = left + 20;
+  for (const Group& g : groups) width += static_cast<double>(g.rows.size()) * (bar + gap) + group_gap;
+  width = std::max(width, 720.0);
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1);
+  auto y = [&](double v) { return bottom - height * v / top; };
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" << width
+    << "\" height=\"420\" font-family=\"sans-serif\" font-size=\"11\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << left << "\" y=\"22\" font-size=\"14\">Rotation GB/s (colour) inside the copy GB/s "
+       "measured alternately with it (grey)</text>\n"
+    << "<text x=\"" << left << "\" y=\"40\">Qwen2.5-VL-3B q/k shapes, path " << r["path"].get<std::string>() << ", "
+    << r["threads"].get<int>() << " threads; dashed line: 70% of copy</text>\n";
+  for (int t = 0; t <= ticks; ++t) {  // y grid
+    const double v = step * t;
+    o << "<line x1=\"" << left << "\" x2=\"" << width - 10 << "\" y1=\"" << y(v) << "\" y2=\"" << y(v)
+      << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << y(v) + 4
+      << "\" text-anchor=\"end\">" << std::setprecision(0) << v << std::setprecision(1) << "</text>\n";
+  }
+  o << "<text transform=\"translate(16," << bottom - height / 2 << ") rotate(-90)\" text-anchor=\"middle\">GB/s</text>\n";
+  double x = left + 12;
+  for (const Group& g : groups) {
+    const double start = x;
+    for (std::size_t i = 0; i < g.rows.size(); ++i) {
+      const json& row = *g.rows[i];
+      const double copy = row["copy_gbps"].get<double>(), gbps = row["gbps"].get<double>();
+      o << "<rect x=\"" << x << "\" y=\"" << y(copy) << "\" width=\"" << bar << "\" height=\"" << bottom - y(copy)
+        << "\" fill=\"#e6e6e6\"/>\n"
+        << "<rect x=\"" << x + 3 << "\" y=\"" << y(gbps) << "\" width=\"" << bar - 6 << "\" height=\""
+        << bottom - y(gbps) << "\" fill=\"" << colours[i % 4] << "\"><title>"
+        << row["direction"].get<std::string>() << " " << row["mode"].get<std::string>() << ": "
+        << gbps << " GB/s, " << std::setprecision(0) << 100 * row["fraction"].get<double>() << std::setprecision(1)
+        << "% of copy</title></rect>\n"
+        << "<line x1=\"" << x << "\" x2=\"" << x + bar << "\" y1=\"" << y(0.7 * copy) << "\" y2=\"" << y(0.7 * copy)
+        << "\" stroke=\"black\" stroke-dasharray=\"2,2\"/>\n";
+      x += bar + gap;
+    }
+    o << "<text x=\"" << (start + x - gap) / 2 << "\" y=\"" << bottom + 16 << "\" text-anchor=\"middle\">"
+      << g.label << "</text>\n";
+    x += group_gap;
+  }
+  const char* names[] = {"forward in place", "forward out of place", "backward in place", "backward out of place"};
+  for (int i = 0; i < 4; ++i)
+    o << "<rect x=\"" << left + 150 * i << "\" y=\"" << bottom + 34 << "\" width=\"12\" height=\"12\" fill=\""
+      << colours[i] << "\"/>\n<text x=\"" << left + 150 * i + 16 << "\" y=\"" << bottom + 44 << "\">" << names[i]
+      << "</text>\n";
+  o << "</svg>\n";
+  return o.str();
+}
+
 void print_bench_rotary_table(const json& r, std::ostream& out) {
   out << "rotary, " << r["shape"].get<std::string>() << "\npath " << r["path"].get<std::string>()
       << ", " << r["threads"].get<int>() << " threads; copy bandwidth " << fixed(r["copy_gbps"].get<double>(), 1)
-      << " GB/s at the start (each row: again just before it), read + write, the best of memcpy " << fixed(r["copy_streams_gbps"]["memcpy"].get<double>(), 1)
+      << " GB/s at the start, read + write, the best of memcpy " << fixed(r["copy_streams_gbps"]["memcpy"].get<double>(), 1)
       << ", a streaming-store copy " << fixed(r["copy_streams_gbps"]["streaming_copy"].get<double>(), 1)
       << " and an in-place read-modify-write " << fixed(r["copy_streams_gbps"]["in_place_read_write"].get<double>(), 1)
-      << "\nbytes = q and k read and written once + the table\n";
+      << "\nbytes = q and k read and written once + the table; each row alternates 5 copy and rotation "
+         "measurements: copy GB/s is their median, 'of copy' the median ratio\n";
   out << "  dtype     seq_len  direction  mode            ms     GB/s  copy GB/s  of copy  table build ms\n";
   for (const json& row : r["results"]) {
     out << "  " << std::left << std::setw(10) << row["dtype"].get<std::string>() << std::right

@@ -28,6 +28,8 @@ struct RotaryBenchOptions {
 // batch 1): forward and backward, in place and out of place. Progress lines go to `err`.
 nlohmann::json bench_rotary(const RotaryBenchOptions& options, std::ostream& err);
 void print_bench_rotary_table(const nlohmann::json& result, std::ostream& out);
+// A bar chart of bench_rotary's rows against their copy bandwidth (docs/rotary_bench.svg).
+std::string render_bandwidth_svg(const nlohmann::json& result);
 
 // The demo's rotation section: an AGE plan's tables for a request, every layer's q and k
 // rotated with Qwen2.5-VL-3B shapes, the error against the float64 reference, timings.
