@@ -436,6 +436,8 @@ int main(int argc, char** argv) {
   bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
   bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2 [automatic]");
   std::string rotary_plot;
+  int rotary_copy_mib = 256;
+  bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
   bench_rotary_cmd->add_option("--plot", rotary_plot, "also write a bar chart (SVG file)");
 
   // check
@@ -524,6 +526,7 @@ int main(int argc, char** argv) {
       options.min_seconds = rotary_seconds;
       options.threads = rotary_threads;
       options.isa = parse_isa(rotary_isa);
+      options.copy_mib = rotary_copy_mib;
       if (!rotary_plot.empty() && (rotary_plot.size() < 5 || rotary_plot.substr(rotary_plot.size() - 4) != ".svg"))
         throw Error("--plot '" + rotary_plot + "': give a file name ending in .svg");
       const auto result = cli::bench_rotary(options, std::cerr);

@@ -22,6 +22,7 @@ struct RotaryBenchOptions {
   double min_seconds = 0.25;  // per row
   int threads = 0;            // 0 = all cores (the copy stream uses the same count)
   Isa isa = Isa::automatic;
+  int copy_mib = 256;  // size of the copy streams; far beyond the caches by default
 };
 
 // Qwen2.5-VL-3B attention shapes (Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6,

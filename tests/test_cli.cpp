@@ -203,7 +203,7 @@ TEST_F(Cli, BenchPositionsJson) {
 }
 
 TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
-  const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 bfloat16 float16 --min-seconds 0.001 --format json");
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 bfloat16 float16 --min-seconds 0.001 --copy-mib 1 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const json b = json::parse(r.out);
   ASSERT_EQ(b["results"].size(), 12u);  // 3 dtypes x forward/backward x in place/out of place
@@ -220,7 +220,7 @@ TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
 }
 
 TEST_F(Cli, BenchRotaryPlotsOneBarPerRow) {
-  const Outcome r = run("bench rotary --seq-lens 8 --dtypes bfloat16 --min-seconds 0.001 --plot bars.svg");
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes bfloat16 --min-seconds 0.001 --copy-mib 1 --plot bars.svg");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string svg = slurp(dir_ / "bars.svg");
   EXPECT_THAT(svg, HasSubstr("</svg>"));
@@ -350,6 +350,7 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"bench rotary --threads -1", "--threads must be >= 0 (got -1)"},
       {"bench rotary --format xml", "--format 'xml'"},
       {"check --rounds 0", "--rounds must be in [1, 1000] (got 0)"},
+      {"bench rotary --copy-mib 0", "--copy-mib 0 is not in [1, 4096]"},
       {"frobnicate", "unknown command 'frobnicate'"},
       {"", "subcommand"},
   };
