@@ -2,11 +2,14 @@
 // compiled with that ISA's flags (no -march=native anywhere), so the vector code is the
 // compiler's for that ISA and the scalar semantics are identical on every path.
 //
-// A row (one head of one token) is staged through two float buffers on the stack: load and
-// widen the rotary part, rotate in fp32, round and store. The staging makes in-place runs,
-// any dim stride and every storage type the same loop, and keeps the arithmetic loop free of
-// aliasing so that it vectorises. The table row (cos then sin, D/2 each) is read from cache:
-// a thread walks a tile of tokens and rotates every head of every target within it.
+// Two ways through a row (one head of one token):
+//  - the vector path (contiguous rows, D/2 a multiple of 8): 8-lane loads that widen to
+//    fp32, the rotation, rounding stores (streaming for large out-of-place outputs);
+//  - the staged path (any dim stride or size): load and widen into a stack buffer, rotate
+//    in fp32, round and store, which keeps the arithmetic loop free of aliasing.
+// The table row (cos then sin, D/2 each) is read from cache: a thread walks a tile of
+// tokens and rotates every head of every target within it. The table itself is built by
+// table_range below, compiled per ISA the same way.
 #pragma once
 
 #include <bit>
