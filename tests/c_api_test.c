@@ -14,23 +14,8 @@
 static int failures = 0;
 static int checks = 0;
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    ++checks;                                                            \
-    if (!(cond)) {                                                       \
-      ++failures;                                                        \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                    \
-  } while (0)
+#include "c_check.h"
 
-#define CHECK_MSG(cond, msg)                                                        \
-  do {                                                                              \
-    ++checks;                                                                       \
-    if (!(cond)) {                                                                  \
-      ++failures;                                                                   \
-      fprintf(stderr, "%s:%d: check failed: %s (message: \"%s\")\n", __FILE__, __LINE__, #cond, msg); \
-    }                                                                               \
-  } while (0)
 
 enum { kStart = 151652, kEnd = 151653, kImg = 151655, kVid = 151656 };
 

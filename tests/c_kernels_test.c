@@ -13,15 +13,8 @@
 static int failures = 0;
 static int checks = 0;
 
-#define CHECK_MSG(cond, msg)                                                                    \
-  do {                                                                                          \
-    ++checks;                                                                                   \
-    if (!(cond)) {                                                                              \
-      ++failures;                                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s (message: \"%s\")\n", __FILE__, __LINE__, #cond, msg); \
-    }                                                                                           \
-  } while (0)
-#define CHECK(cond) CHECK_MSG(cond, "")
+#include "c_check.h"
+
 
 enum { S = 7, HQ = 3, HK = 1, D = 16 };
 /* fp32 math with float32 table entries: well under 1e-5 relative for values ~1 */

@@ -114,21 +114,8 @@ TEST(Age, InvalidPlansAreErrors) {
   EXPECT_THROW(age_rope_index({}, VisionConfig{}, AgePlan{}, CircleConfig{}), Error);
 }
 
-// Row 0: T T S [3x3] E T; row 1 (left padded): P P T S [2x2] E T T T
-Batch prompt() {
-  Batch p;
-  p.batch = 2;
-  p.seq = 15;
-  p.ids = {1, 2, kStart, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kEnd, 3, 4,
-           0, 0, 5, kStart, kImg, kImg, kImg, kImg, kEnd, 6, 7, 8, 9, 10, 11};
-  p.mask.assign(30, 1);
-  p.mask[15] = p.mask[16] = 0;
-  p.images = {{1, 6, 6}, {1, 4, 4}};
-  return p;
-}
-
 TEST(Age, EachDistinctGeometryIsComputedOnceAndLayersShareIt) {
-  const Batch in = prompt();
+  const Batch in = two_padded_image_rows();
   CircleConfig circle;
   circle.radius = 4;
   for (const char* spec : {"alternate", "lower", "all", "CMVU", "UUM"}) {
@@ -152,7 +139,7 @@ TEST(Age, EachDistinctGeometryIsComputedOnceAndLayersShareIt) {
 }
 
 TEST(Age, CircleLayersUseTheGivenCircleConfig) {
-  const Batch in = prompt();
+  const Batch in = two_padded_image_rows();
   CircleConfig a, b;
   a.radius = 2;
   b.radius = 9;
@@ -164,7 +151,7 @@ TEST(Age, CircleLayersUseTheGivenCircleConfig) {
 }
 
 TEST(Age, DecodingUsesEachGeometrysOwnDeltas) {
-  const Batch in = prompt();
+  const Batch in = two_padded_image_rows();
   const AgePlan plan = make_age_plan("alternate", 4);
   const AgePositions age = age_rope_index(in.input(), VisionConfig{}, plan, CircleConfig{});
   const Positions& circle = age.layer(0);

@@ -814,21 +814,8 @@ TEST(RotaryThreads, TablesAreBitIdenticalAcrossThreadCounts) {
 
 // ==================================================================== 8. AGE ===
 
-// Row 0: T T S [3x3] E T T; row 1 (left padded): P P T S [2x2] E T T T T T
-Batch age_prompt() {
-  Batch p;
-  p.batch = 2;
-  p.seq = 15;
-  p.ids = {1, 2, kStart, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kEnd, 3, 4,
-           0, 0, 5, kStart, kImg, kImg, kImg, kImg, kEnd, 6, 7, 8, 9, 10, 11};
-  p.mask.assign(30, 1);
-  p.mask[15] = p.mask[16] = 0;
-  p.images = {{1, 6, 6}, {1, 4, 4}};
-  return p;
-}
-
 TEST(RotaryAge, PlanBuildsOneTablePerDistinctGeometry) {
-  const Batch in = age_prompt();
+  const Batch in = two_padded_image_rows();
   const AgePlan plan = make_age_plan("alternate", 4);
   const AgePositions age = age_rope_index(in.input(), VisionConfig{}, plan, CircleConfig{});
   RotaryConfig config;

@@ -67,4 +67,18 @@ inline Positions from_layout(std::string_view layout, Scheme scheme, const Circl
   return layout_positions(parse_layout(layout), VisionConfig{}, {scheme, circle});
 }
 
+// Two rows with one image each, the second left-padded (the AGE tests' prompt):
+// row 0: T T S [3x3] E T T; row 1: P P T S [2x2] E T T T T T
+inline Batch two_padded_image_rows() {
+  Batch p;
+  p.batch = 2;
+  p.seq = 15;
+  p.ids = {1, 2, kStart, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kImg, kEnd, 3, 4,
+           0, 0, 5, kStart, kImg, kImg, kImg, kImg, kEnd, 6, 7, 8, 9, 10, 11};
+  p.mask.assign(30, 1);
+  p.mask[15] = p.mask[16] = 0;
+  p.images = {{1, 6, 6}, {1, 4, 4}};
+  return p;
+}
+
 }  // namespace circlerope::test

@@ -33,29 +33,123 @@ struct F32 { using Storage = float; };
 struct BF16 { using Storage = std::uint16_t; };
 struct F16 { using Storage = std::uint16_t; };
 
+// ---- eight lanes at a time -----------------------------------------------------------------
+// Eight lanes as GCC vector extensions: SSE pairs on the portable path, one ymm register on
+// AVX2. No staging: each step loads both halves of its pairs before storing either, and
+// steps touch disjoint elements, so in place is safe.
+using V8F = float __attribute__((vector_size(32)));
+using V8U = std::uint32_t __attribute__((vector_size(32)));
+using V8I = std::int32_t __attribute__((vector_size(32)));
+using V8H = std::uint16_t __attribute__((vector_size(16)));
+
+inline V8F load8f(const float* p) {
+  V8F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 template <class T>
-inline void load_row(const typename T::Storage* x, std::int64_t stride, float* a, int n) {
-  if (stride == 1) {
-    if constexpr (std::is_same_v<T, F32>) {
-      std::memcpy(a, x, static_cast<std::size_t>(n) * sizeof(float));
-    } else if constexpr (std::is_same_v<T, BF16>) {
-      for (int i = 0; i < n; ++i) a[i] = bf16_to_float(x[i]);
-    } else {
-      int i = 0;
-#if defined(__F16C__)
-      for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(a + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+inline V8F load8(const typename T::Storage* p) {
+  if constexpr (std::is_same_v<T, F32>) {
+    return load8f(p);
+  } else if constexpr (std::is_same_v<T, BF16>) {
+#if defined(__AVX2__)  // one widening load and a shift (GCC splits the generic form in two)
+    return reinterpret_cast<V8F>(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+#else
+    V8H h;
+    std::memcpy(&h, p, sizeof h);
+    return reinterpret_cast<V8F>(__builtin_convertvector(h, V8U) << 16);
 #endif
-      for (; i < n; ++i) a[i] = f16_to_float(x[i]);
+  } else {
+#if defined(__F16C__)
+    return reinterpret_cast<V8F>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+    V8F v;
+    for (int i = 0; i < 8; ++i) v[i] = f16_to_float(p[i]);
+    return v;
+#endif
+  }
+}
+
+template <class T, bool kStream = false>
+inline void store8(typename T::Storage* p, V8F v) {
+#if defined(__AVX2__)
+  if constexpr (kStream) {
+    if constexpr (std::is_same_v<T, F32>) {
+      const __m256 m = reinterpret_cast<__m256>(v);
+      _mm_stream_ps(p, _mm256_castps256_ps128(m));
+      _mm_stream_ps(p + 4, _mm256_extractf128_ps(m, 1));
+    } else if constexpr (std::is_same_v<T, BF16>) {
+      const V8U u = reinterpret_cast<V8U>(v);
+      const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+      const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+    } else {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
     }
     return;
   }
-  for (int i = 0; i < n; ++i) {
-    const auto v = x[i * stride];
-    if constexpr (std::is_same_v<T, F32>) a[i] = v;
-    else if constexpr (std::is_same_v<T, BF16>) a[i] = bf16_to_float(v);
-    else a[i] = f16_to_float(v);
+#endif
+  if constexpr (std::is_same_v<T, F32>) {
+    std::memcpy(p, &v, sizeof v);
+  } else if constexpr (std::is_same_v<T, BF16>) {
+    // float_to_bf16 (convert.h), eight lanes at a time, without its NaN guard: here every
+    // NaN comes from a bf16 input (low 16 bits zero; arithmetic keeps the payload) or is
+    // the hardware's default NaN (low bits zero too), the table holds no NaN, so adding
+    // the rounding bias can never carry out of a NaN's low half. Saves 4 of ~13 ops per
+    // 8 lanes on the path where bf16 is compute-bound (RotaryNonFinite tests NaN inputs).
+    const V8U u = reinterpret_cast<V8U>(v);
+    const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+#if defined(__AVX2__)  // every lane fits 16 bits: pack without masking, then join the halves
+    const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+#else
+    const V8H h = __builtin_convertvector(out, V8H);
+    std::memcpy(p, &h, sizeof h);
+#endif
+  } else {
+#if defined(__F16C__)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
+#else
+    for (int i = 0; i < 8; ++i) p[i] = float_to_f16(v[i]);
+#endif
   }
+}
+
+// Sixteen consecutive outputs. For bf16 on AVX2 one pack and one lane fix-up serve both
+// halves (store8 needs one of each per eight lanes).
+template <class T, bool kStream>
+inline void store16(typename T::Storage* p, V8F a, V8F b) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, BF16>) {
+    const V8U ua = reinterpret_cast<V8U>(a), ub = reinterpret_cast<V8U>(b);
+    const V8U ra = (ua + 0x7FFFu + ((ua >> 16) & 1u)) >> 16;  // see store8
+    const V8U rb = (ub + 0x7FFFu + ((ub >> 16) & 1u)) >> 16;
+    const __m256i packed = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(reinterpret_cast<__m256i>(ra), reinterpret_cast<__m256i>(rb)), 0xD8);
+    auto* q = reinterpret_cast<__m128i*>(p);
+    if constexpr (kStream) {  // rows are 16-byte aligned, not necessarily 32
+      _mm_stream_si128(q, _mm256_castsi256_si128(packed));
+      _mm_stream_si128(q + 1, _mm256_extracti128_si256(packed, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
+    }
+    return;
+  }
+#endif
+  store8<T, kStream>(p, a);
+  store8<T, kStream>(p + 8, b);
+}
+
+
+template <class T>
+inline float widen(typename T::Storage v) {
+  if constexpr (std::is_same_v<T, F32>) return v;
+  else if constexpr (std::is_same_v<T, BF16>) return bf16_to_float(v);
+  else return f16_to_float(v);
 }
 
 template <class T>
@@ -65,25 +159,37 @@ inline typename T::Storage narrow(float v) {
   else return float_to_f16(v);
 }
 
+// Staged rows: the contiguous case is its own loop so that it vectorises; fp16 with F16C
+// converts eight at a time in hardware.
 template <class T>
-inline void store_row(const float* r, typename T::Storage* y, std::int64_t stride, int n) {
-  if (stride == 1) {
-    if constexpr (std::is_same_v<T, F32>) {
-      std::memcpy(y, r, static_cast<std::size_t>(n) * sizeof(float));
-    } else if constexpr (std::is_same_v<T, BF16>) {
-      for (int i = 0; i < n; ++i) y[i] = float_to_bf16(r[i]);
-    } else {
-      int i = 0;
-#if defined(__F16C__)
-      for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(r + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-      for (; i < n; ++i) y[i] = float_to_f16(r[i]);
-    }
+inline void load_row(const typename T::Storage* x, std::int64_t stride, float* a, int n) {
+  int i = 0;
+  if (stride != 1) {
+    for (; i < n; ++i) a[i] = widen<T>(x[i * stride]);
     return;
   }
-  for (int i = 0; i < n; ++i) y[i * stride] = narrow<T>(r[i]);
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, F16>)
+    for (; i + 8 <= n; i += 8) {
+      const V8F v = load8<T>(x + i);
+      std::memcpy(a + i, &v, sizeof v);
+    }
+#endif
+  for (; i < n; ++i) a[i] = widen<T>(x[i]);
+}
+
+template <class T>
+inline void store_row(const float* r, typename T::Storage* y, std::int64_t stride, int n) {
+  int i = 0;
+  if (stride != 1) {
+    for (; i < n; ++i) y[i * stride] = narrow<T>(r[i]);
+    return;
+  }
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, F16>)
+    for (; i + 8 <= n; i += 8) store8<T>(y + i, load8f(r + i));
+#endif
+  for (; i < n; ++i) y[i] = narrow<T>(r[i]);
 }
 
 // fp32 rotation of one staged row. neox pairs (i, i + half), gptj pairs (2i, 2i + 1).
@@ -203,117 +309,7 @@ inline void table_range(const TableJob& job, std::int64_t begin, std::int64_t en
   }
 }
 
-// ---- the fast path: contiguous rows, D/2 a multiple of 8 --------------------------------
-// Eight lanes as GCC vector extensions: SSE pairs on the portable path, one ymm register on
-// AVX2. No staging: each step loads both halves of its pairs before storing either, and
-// steps touch disjoint elements, so in place is safe.
-using V8F = float __attribute__((vector_size(32)));
-using V8U = std::uint32_t __attribute__((vector_size(32)));
-using V8I = std::int32_t __attribute__((vector_size(32)));
-using V8H = std::uint16_t __attribute__((vector_size(16)));
-
-inline V8F load8f(const float* p) {
-  V8F v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <class T>
-inline V8F load8(const typename T::Storage* p) {
-  if constexpr (std::is_same_v<T, F32>) {
-    return load8f(p);
-  } else if constexpr (std::is_same_v<T, BF16>) {
-#if defined(__AVX2__)  // one widening load and a shift (GCC splits the generic form in two)
-    return reinterpret_cast<V8F>(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-#else
-    V8H h;
-    std::memcpy(&h, p, sizeof h);
-    return reinterpret_cast<V8F>(__builtin_convertvector(h, V8U) << 16);
-#endif
-  } else {
-#if defined(__F16C__)
-    return reinterpret_cast<V8F>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#else
-    V8F v;
-    for (int i = 0; i < 8; ++i) v[i] = f16_to_float(p[i]);
-    return v;
-#endif
-  }
-}
-
-template <class T, bool kStream = false>
-inline void store8(typename T::Storage* p, V8F v) {
-#if defined(__AVX2__)
-  if constexpr (kStream) {
-    if constexpr (std::is_same_v<T, F32>) {
-      const __m256 m = reinterpret_cast<__m256>(v);
-      _mm_stream_ps(p, _mm256_castps256_ps128(m));
-      _mm_stream_ps(p + 4, _mm256_extractf128_ps(m, 1));
-    } else if constexpr (std::is_same_v<T, BF16>) {
-      const V8U u = reinterpret_cast<V8U>(v);
-      const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-      const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
-    } else {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
-    }
-    return;
-  }
-#endif
-  if constexpr (std::is_same_v<T, F32>) {
-    std::memcpy(p, &v, sizeof v);
-  } else if constexpr (std::is_same_v<T, BF16>) {
-    // float_to_bf16 (convert.h), eight lanes at a time, without its NaN guard: here every
-    // NaN comes from a bf16 input (low 16 bits zero; arithmetic keeps the payload) or is
-    // the hardware's default NaN (low bits zero too), the table holds no NaN, so adding
-    // the rounding bias can never carry out of a NaN's low half. Saves 4 of ~13 ops per
-    // 8 lanes on the path where bf16 is compute-bound (RotaryNonFinite tests NaN inputs).
-    const V8U u = reinterpret_cast<V8U>(v);
-    const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-#if defined(__AVX2__)  // every lane fits 16 bits: pack without masking, then join the halves
-    const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
-#else
-    const V8H h = __builtin_convertvector(out, V8H);
-    std::memcpy(p, &h, sizeof h);
-#endif
-  } else {
-#if defined(__F16C__)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
-#else
-    for (int i = 0; i < 8; ++i) p[i] = float_to_f16(v[i]);
-#endif
-  }
-}
-
-// Sixteen consecutive outputs. For bf16 on AVX2 one pack and one lane fix-up serve both
-// halves (store8 needs one of each per eight lanes).
-template <class T, bool kStream>
-inline void store16(typename T::Storage* p, V8F a, V8F b) {
-#if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, BF16>) {
-    const V8U ua = reinterpret_cast<V8U>(a), ub = reinterpret_cast<V8U>(b);
-    const V8U ra = (ua + 0x7FFFu + ((ua >> 16) & 1u)) >> 16;  // see store8
-    const V8U rb = (ub + 0x7FFFu + ((ub >> 16) & 1u)) >> 16;
-    const __m256i packed = _mm256_permute4x64_epi64(
-        _mm256_packus_epi32(reinterpret_cast<__m256i>(ra), reinterpret_cast<__m256i>(rb)), 0xD8);
-    auto* q = reinterpret_cast<__m128i*>(p);
-    if constexpr (kStream) {  // rows are 16-byte aligned, not necessarily 32
-      _mm_stream_si128(q, _mm256_castsi256_si128(packed));
-      _mm_stream_si128(q + 1, _mm256_extracti128_si256(packed, 1));
-    } else {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
-    }
-    return;
-  }
-#endif
-  store8<T, kStream>(p, a);
-  store8<T, kStream>(p + 8, b);
-}
-
+// ---- the fast path: rows of whole vectors (helpers above) ------------------------------
 template <class T, Pairing P, bool kBackward, bool kStream = false>
 inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
                             const typename T::Storage* x, typename T::Storage* y) {
