@@ -988,6 +988,33 @@ TEST(RotaryStreaming, LargeOutOfPlaceEqualsInPlaceBitForBit) {
       }
 }
 
+// Regression: the streaming decision once read the alignment of targets[i] for the i-th
+// *non-empty* target, so an empty target before a large misaligned one made the kernel
+// stream into an unaligned address (a crash). The misaligned out must take cached stores.
+TEST(RotaryStreaming, AnEmptyTargetBeforeAMisalignedLargeOneDoesNotShiftTheDecision) {
+  constexpr std::int64_t S = 2048, H = 16, D = 128;  // 16 MiB of fp32 output: streams
+  std::vector<float> positions(3 * S);
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = 0.25f * static_cast<float>(i % S);
+  const RotaryTable table = make_rotary_table(RotaryConfig{}, positions.data(), 1, S);
+  const std::size_t n = static_cast<std::size_t>(S * H * D);
+  std::vector<float> x(n, 1.0f), expected(n, 1.0f), out(n + 4, 0.0f);
+  float* odd = out.data() + 1;  // 4 bytes past a 16-byte boundary
+  if (reinterpret_cast<std::uintptr_t>(out.data()) % 16 != 0) odd = out.data();
+  ASSERT_NE(reinterpret_cast<std::uintptr_t>(odd) % 16, 0u);
+  for (Isa isa : available_isas()) {
+    SCOPED_TRACE(std::string(to_string(isa)));
+    RotaryParams params;
+    params.isa = isa;
+    std::fill(expected.begin(), expected.end(), 1.0f);
+    rotate(table, bshd(expected.data(), DType::float32, 1, S, H, D), params);  // in place: cached
+    const RotaryTarget targets[2] = {
+        {bshd(nullptr, DType::float32, 1, S, 0, D), bshd(nullptr, DType::float32, 1, S, 0, D)},
+        {bshd(x.data(), DType::float32, 1, S, H, D), bshd(odd, DType::float32, 1, S, H, D)}};
+    rotate(table, targets, params);
+    EXPECT_EQ(0, std::memcmp(odd, expected.data(), n * sizeof(float)));
+  }
+}
+
 TEST(RotaryErrors, BadTargetsThrowAndWriteNothing) {
   constexpr std::int64_t B = 1, S = 4, H = 2, D = 8;
   std::mt19937_64 rng(0xE4404);

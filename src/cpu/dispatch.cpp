@@ -246,6 +246,11 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
       job.out_stride[d] = out.strides[d];
     }
     job.in_place = in_place;
+    // Streaming stores (below) need an out of place target with 16-byte aligned rows.
+    bool aligned = reinterpret_cast<std::uintptr_t>(out.data) % 16 == 0;
+    for (std::size_t d = 0; d < 3; ++d)
+      aligned = aligned && (out.strides[d] * static_cast<std::int64_t>(dtype_size(out.dtype))) % 16 == 0;
+    job.stream = !in_place && aligned;
     jobs.push_back(job);
     bytes += 2 * in.shape[0] * in.shape[1] * in.shape[2] * in.shape[3] *
              static_cast<std::int64_t>(dtype_size(in.dtype));
@@ -254,16 +259,10 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
   // Out of place and larger than a last-level cache slice: write around the cache. A cached
   // write first reads the line it fills (three streams instead of two); measured on S=16384
   // fp32 out of place, 16.4 -> 10.8 ms. Smaller outputs stay cached for the attention that
-  // reads them next. Streaming stores need 16-byte aligned rows.
+  // reads them next.
   constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
-  if (bytes / 2 >= kStreamBytes)
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      const HeadTensor& out = targets[i].out;
-      bool aligned = reinterpret_cast<std::uintptr_t>(out.data) % 16 == 0;
-      for (std::size_t d = 0; d < 3; ++d)
-        aligned = aligned && (out.strides[d] * static_cast<std::int64_t>(dtype_size(out.dtype))) % 16 == 0;
-      jobs[i].stream = !jobs[i].in_place && aligned;
-    }
+  if (bytes / 2 < kStreamBytes)
+    for (cpu::TargetJob& j : jobs) j.stream = false;
 
   cpu::KernelJob job;
   job.table = table.row(0, 0);
