@@ -76,7 +76,10 @@ bool cpu_has(Isa isa) {
 }
 
 Isa resolve_isa(Isa isa) {
-  if (isa == Isa::automatic) isa = available_isas().back();
+  // Asked on every rotate call (once per layer when decoding): decide the best path once
+  // instead of building available_isas() and querying CPUID each time.
+  static const Isa best = cpu_has(Isa::avx2) ? Isa::avx2 : Isa::portable;
+  if (isa == Isa::automatic) return best;
   if (!cpu_has(isa))
     fail("code path '", to_string(isa), "' is not available on this CPU or in this build");
   return isa;
