@@ -192,22 +192,8 @@ inline void store_row(const float* r, typename T::Storage* y, std::int64_t strid
   for (; i < n; ++i) y[i] = narrow<T>(r[i]);
 }
 
-// fp32 rotation of one staged row. neox pairs (i, i + half), gptj pairs (2i, 2i + 1).
-template <Pairing P, bool kBackward>
-inline void rotate_staged(const float* __restrict a, float* __restrict r,
-                          const float* __restrict cosv, const float* __restrict sinv, int half) {
-  for (int i = 0; i < half; ++i) {
-    const float c = cosv[i];
-    const float s = kBackward ? -sinv[i] : sinv[i];
-    const int i0 = P == Pairing::neox ? i : 2 * i;
-    const int i1 = P == Pairing::neox ? i + half : 2 * i + 1;
-    const float x0 = a[i0];
-    const float x1 = a[i1];
-    r[i0] = x0 * c - x1 * s;
-    r[i1] = x1 * c + x0 * s;
-  }
-}
-
+// fp32 rotation of one staged row, rounded into storage T (T = F32 writes floats).
+// neox pairs (i, i + half), gptj pairs (2i, 2i + 1).
 template <class T, Pairing P, bool kBackward>
 inline void rotate_into(const float* __restrict a, typename T::Storage* __restrict y,
                         const float* __restrict cosv, const float* __restrict sinv, int half) {
@@ -237,7 +223,7 @@ inline void rotate_row(const TargetJob& t, const float* table_row, int half,
     // through `r` so that F16C converts eight at a time).
     rotate_into<T, P, kBackward>(a, y, table_row, table_row + half, half);
   } else {
-    rotate_staged<P, kBackward>(a, r, table_row, table_row + half, half);
+    rotate_into<F32, P, kBackward>(a, r, table_row, table_row + half, half);
     store_row<T>(r, y, t.out_stride[3], rot);
   }
   if (!t.in_place) {  // the rest of the head passes through
