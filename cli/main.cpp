@@ -23,6 +23,7 @@
 #include "request.h"
 #include "rotary_commands.h"
 #include "svg_plot.h"
+#include "timing.h"
 #include "workload.h"
 
 namespace {
@@ -219,29 +220,6 @@ void print_positions(const Positions& p, const Geometry& g, const std::string& f
   }
 }
 
-template <typename F>
-double median_ns(F&& body, double min_seconds = 0.2) {
-  using clock = std::chrono::steady_clock;
-  body();  // warm-up
-  int64_t per_sample = 1;
-  for (;;) {  // samples of at least ~10 ms each
-    const auto t0 = clock::now();
-    for (int64_t i = 0; i < per_sample; ++i) body();
-    if (std::chrono::duration<double>(clock::now() - t0).count() > 0.01 || per_sample > (1 << 24)) break;
-    per_sample *= 2;
-  }
-  std::vector<double> samples;
-  const auto start = clock::now();
-  while (samples.size() < 5 || std::chrono::duration<double>(clock::now() - start).count() < min_seconds) {
-    const auto t0 = clock::now();
-    for (int64_t i = 0; i < per_sample; ++i) body();
-    samples.push_back(std::chrono::duration<double, std::nano>(clock::now() - t0).count() /
-                      static_cast<double>(per_sample));
-  }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
-}
-
 // ------------------------------------------------------------ commands ---
 
 // Positions and metrics of the source under every scheme: computed once and
@@ -260,8 +238,7 @@ std::vector<SchemeMetrics> all_metrics(const std::vector<Scheme>& schemes, const
 }
 
 void write_plot(const std::string& path, const std::vector<SchemeMetrics>& runs, int64_t row) {
-  if (path.size() < 4 || path.substr(path.size() - 4) != ".svg")
-    throw Error("--out '" + path + "': pictures are written as SVG; give a file name ending in .svg");
+  check_svg_path("--out", path);
   std::vector<PlotPanel> panels;
   for (const SchemeMetrics& r : runs) {
     if (row < 0 || row >= r.positions.batch)
@@ -270,9 +247,7 @@ void write_plot(const std::string& path, const std::vector<SchemeMetrics>& runs,
                       "PTD " + fixed(r.metrics.ptd, 3) + "  ·  RoPE kernel dev " + fixed(r.metrics.rope_kernel_deviation, 4),
                       &r.positions, row});
   }
-  const std::string svg = render_svg(panels);
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << svg) || !out.flush()) throw Error("cannot write '" + path + "'");
+  write_svg("--out", path, render_svg(panels));
 }
 
 // Median time of rope_index_into on `request` (outputs preallocated).
@@ -527,13 +502,10 @@ int main(int argc, char** argv) {
       options.threads = rotary_threads;
       options.isa = parse_isa(rotary_isa);
       options.copy_mib = rotary_copy_mib;
-      if (!rotary_plot.empty() && (rotary_plot.size() < 5 || rotary_plot.substr(rotary_plot.size() - 4) != ".svg"))
-        throw Error("--plot '" + rotary_plot + "': give a file name ending in .svg");
+      if (!rotary_plot.empty()) check_svg_path("--plot", rotary_plot);
       const auto result = cli::bench_rotary(options, std::cerr);
       if (!rotary_plot.empty()) {
-        std::ofstream file(rotary_plot, std::ios::binary);
-        if (!(file << cli::render_bandwidth_svg(result)))
-          throw Error("--plot: cannot write '" + rotary_plot + "'");
+        write_svg("--plot", rotary_plot, cli::render_bandwidth_svg(result));
         std::cerr << "bench rotary: wrote " << rotary_plot << "\n";
       }
       if (rotary_format == "json") std::cout << result.dump(2) << "\n";

@@ -15,7 +15,9 @@
 #include <immintrin.h>
 #endif
 
+#include "report.h"
 #include "rotary_reference.h"
+#include "timing.h"
 
 namespace circlerope::cli {
 
@@ -28,12 +30,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(digits) << v;
-  return o.str();
-}
-
 std::string sci(double v) {
   std::ostringstream o;
   o << std::setprecision(2) << std::scientific << v;
@@ -42,21 +38,6 @@ std::string sci(double v) {
 
 int resolve(int threads) {
   return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// Median wall time of `call` over at least 5 runs and `min_seconds`, after one warm-up run.
-template <class F>
-double median_seconds(const F& call, double min_seconds) {
-  call();
-  std::vector<double> runs;
-  const auto start = Clock::now();
-  while (runs.size() < 5 || (seconds_since(start) < min_seconds && runs.size() < 1000)) {
-    const auto t = Clock::now();
-    call();
-    runs.push_back(seconds_since(t));
-  }
-  std::nth_element(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2), runs.end());
-  return runs[runs.size() / 2];
 }
 
 }  // namespace
@@ -114,7 +95,7 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
   const AgePlan plan = make_age_plan("alternate", kLayers);
   const AgePositions positions = age_rope_index(input, vision, plan, circle);
   RotaryPlan tables;
-  const double table_s = median_seconds([&] { tables = make_rotary_plan(positions, rotary); }, 0.05);
+  const double table_s = 1e-9 * median_ns([&] { tables = make_rotary_plan(positions, rotary); }, 0.05);
 
   const std::int64_t B = input.batch, S = input.seq_len;
   std::mt19937_64 rng(2505'16416);
@@ -136,7 +117,7 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
   const double error = reference::max_error(expected, qv, q0v, rotary.rotary_dim, Pairing::neox);
 
   const RotaryTarget targets[2] = {{qv, qv}, {kv, kv}};
-  const double pass_s = median_seconds([&] {
+  const double pass_s = 1e-9 * median_ns([&] {
     for (int l = 0; l < kLayers; ++l) rotate(tables.layer(l), targets);
   }, 0.1);
 
@@ -152,6 +133,14 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
 }
 
 namespace {
+
+// This machine's copy bandwidth, read + write counted, GB/s. memcpy alone understates it
+// here (glibc's memcpy reaches ~20 GB/s where a streaming-store loop reaches ~24-35 and an
+// in-place pass ~30-38), so the reference figure is the best of the three.
+struct CopyBandwidth {
+  double memcpy_gbps = 0, stream_copy_gbps = 0, in_place_gbps = 0;
+  double copy_gbps = 0;  // the best of the three
+};
 
 // Buffers allocated and touched once, then measured as often as needed.
 class CopyMeter {
@@ -227,16 +216,8 @@ class CopyMeter {
   bool warm_ = false;
 };
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
-CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads, int passes) {
-  return CopyMeter(bytes, threads).measure(passes);
-}
 
 json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
   constexpr std::int64_t kQHeads = 16, kKHeads = 2, kHeadDim = 128;
@@ -257,7 +238,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
     for (std::int64_t i = 0; i < 3 * seq; ++i)
       positions[static_cast<std::size_t>(i)] = static_cast<float>(i % seq) * 0.731f - 9.5f;
     RotaryTable table;
-    const double table_s = median_seconds(
+    const double table_s = 1e-9 * median_ns(
         [&] { table = make_rotary_table(config, positions.data(), 1, seq, o.threads); }, 0.05);
     for (DType dtype : o.dtypes) {
       const std::size_t size = dtype_size(dtype);
@@ -289,7 +270,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
           std::vector<double> times, copies, ratios;
           for (int round = 0; round < kRounds; ++round) {
             copies.push_back(meter.measure(1).copy_gbps);
-            times.push_back(median_seconds([&] { rotate(table, targets, params); }, o.min_seconds / kRounds));
+            times.push_back(1e-9 * median_ns([&] { rotate(table, targets, params); }, o.min_seconds / kRounds));
             ratios.push_back(bytes / times.back() / 1e9 / copies.back());
           }
           const double s = median(times);

@@ -37,14 +37,5 @@ std::string render_bandwidth_svg(const nlohmann::json& result);
 void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
                    const CircleConfig& circle, std::ostream& out);
 
-// This machine's copy bandwidth over `bytes` on `threads` threads, read + write counted,
-// best of `passes` passes each, GB/s. memcpy alone understates it here (glibc's memcpy reaches
-// ~22 GB/s where a streaming-store loop reaches ~35 and an in-place pass ~38), so the
-// reference figure is the best of the three.
-struct CopyBandwidth {
-  double memcpy_gbps = 0, stream_copy_gbps = 0, in_place_gbps = 0;
-  double copy_gbps = 0;  // the best of the three
-};
-CopyBandwidth measure_copy_bandwidth(std::size_t bytes, int threads, int passes);
 
 }  // namespace circlerope::cli

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -781,6 +782,17 @@ std::string render_svg(std::span<const PlotPanel> panels) {
   }
   out += "</svg>\n";
   return out;
+}
+
+void check_svg_path(const std::string& option, const std::string& path) {
+  if (path.size() < 5 || path.compare(path.size() - 4, 4, ".svg") != 0)
+    throw Error(option + " '" + path + "': pictures are written as SVG; give a file name ending in .svg");
+}
+
+void write_svg(const std::string& option, const std::string& path, const std::string& svg) {
+  check_svg_path(option, path);
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !(out << svg) || !out.flush()) throw Error(option + ": cannot write '" + path + "'");
 }
 
 }  // namespace circlerope::cli

@@ -42,4 +42,10 @@ struct PlotPanel {
 // out of range, or the positions lack token_block (or it does not match the blocks).
 std::string render_svg(std::span<const PlotPanel> panels);
 
+// Pictures are SVG files: throws Error naming `option` unless `path` ends in .svg. Check
+// before long work so that a typo fails at once.
+void check_svg_path(const std::string& option, const std::string& path);
+// check_svg_path, then writes `svg` to `path` (Error if it cannot).
+void write_svg(const std::string& option, const std::string& path, const std::string& svg);
+
 }  // namespace circlerope::cli
