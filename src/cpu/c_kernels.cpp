@@ -31,17 +31,17 @@ static_assert(static_cast<int>(FrequencyLayout::chunked) == CRP_LAYOUT_CHUNKED &
               "the C enums are cast to the C++ ones");
 
 // Ints from C are range-checked before they become enums (an out-of-range enum is UB).
-template <typename E>
-E checked_enum(int value, int count, const char* what) {
-  if (value < 0 || value >= count) fail(what, " ", value, " is not one of 0..", count - 1);
+// `name` parts are only formatted into the message when the value is bad.
+template <typename E, typename... Name>
+E checked_enum(int value, int count, const Name&... name) {
+  if (value < 0 || value >= count) fail(name..., " ", value, " is not one of 0..", count - 1);
   return static_cast<E>(value);
 }
 
 HeadTensor to_cpp(const crp_head_tensor& t, const char* what, int index) {
   HeadTensor out;
   out.data = t.data;
-  if (t.dtype < 0 || t.dtype > 2) fail(what, "[", index, "].dtype ", t.dtype, " is not one of 0..2");
-  out.dtype = static_cast<DType>(t.dtype);
+  out.dtype = checked_enum<DType>(t.dtype, 3, what, "[", index, "].dtype");
   for (int i = 0; i < 4; ++i) {
     out.shape[static_cast<std::size_t>(i)] = t.shape[i];
     out.strides[static_cast<std::size_t>(i)] = t.strides[i];
