@@ -95,24 +95,6 @@ struct Tensor {
   HeadTensor view;
 };
 
-std::int64_t offset_of(const HeadTensor& t, std::int64_t b, std::int64_t s, std::int64_t h,
-                       std::int64_t d) {
-  return b * t.strides[0] + s * t.strides[1] + h * t.strides[2] + d * t.strides[3];
-}
-
-std::size_t dense_index(const HeadTensor& t, std::int64_t b, std::int64_t s, std::int64_t h,
-                        std::int64_t d) {
-  return static_cast<std::size_t>(((b * t.shape[1] + s) * t.shape[2] + h) * t.shape[3] + d);
-}
-
-template <class F>
-void for_each_element(const HeadTensor& t, const F& f) {
-  for (std::int64_t b = 0; b < t.shape[0]; ++b)
-    for (std::int64_t s = 0; s < t.shape[1]; ++s)
-      for (std::int64_t h = 0; h < t.shape[2]; ++h)
-        for (std::int64_t d = 0; d < t.shape[3]; ++d) f(b, s, h, d);
-}
-
 // The view `shape`/`strides` over fresh storage with `lead` elements before it and `tail`
 // after it; storage is zero.
 Tensor make_tensor(DType dtype, Shape shape, Shape strides, std::int64_t lead = 0,
@@ -209,8 +191,8 @@ void fill_random(const HeadTensor& t, int rotary_dim, std::mt19937_64& rng) {
   const bool half = t.dtype == DType::float16;
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int max_exponent = half ? 4 : 12;
-  for_each_element(t, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-    const std::int64_t at = offset_of(t, b, s, h, d);
+  ref::for_each_element(t, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    const std::int64_t at = ref::element_offset(t, b, s, h, d);
     if (d < rotary_dim) {
       const std::uint64_t r = rng();
       if (r % 16 == 0) {
@@ -276,10 +258,10 @@ void expect_rotation_of(const RotaryConfig& config, const std::vector<float>& po
   const double error = ref::max_error(expected, in, out, config.rotary_dim, pairing);
   EXPECT_LE(error, ref::tolerance(in.dtype)) << what;
   std::int64_t nans = 0, changed = 0;
-  for_each_element(in, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-    const std::uint32_t y = raw_at(out, offset_of(out, b, s, h, d));
+  ref::for_each_element(in, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    const std::uint32_t y = raw_at(out, ref::element_offset(out, b, s, h, d));
     if (is_nan_bits(out.dtype, y)) ++nans;
-    else if (d >= config.rotary_dim && y != raw_at(in, offset_of(in, b, s, h, d))) ++changed;
+    else if (d >= config.rotary_dim && y != raw_at(in, ref::element_offset(in, b, s, h, d))) ++changed;
   });
   EXPECT_EQ(nans, 0) << what << ": NaN in the output";
   EXPECT_EQ(changed, 0) << what << ": pass-through elements changed";
@@ -290,8 +272,8 @@ std::vector<unsigned char> outside_view(const Tensor& t) {
   std::vector<unsigned char> out = t.bytes;
   const std::size_t size = dtype_size(t.view.dtype);
   const auto base = static_cast<std::size_t>(static_cast<const unsigned char*>(t.view.data) - t.bytes.data());
-  for_each_element(t.view, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-    const auto at = base + static_cast<std::size_t>(offset_of(t.view, b, s, h, d)) * size;
+  ref::for_each_element(t.view, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    const auto at = base + static_cast<std::size_t>(ref::element_offset(t.view, b, s, h, d)) * size;
     std::fill(out.begin() + static_cast<std::ptrdiff_t>(at),
               out.begin() + static_cast<std::ptrdiff_t>(at + size), 0);
   });
@@ -369,8 +351,8 @@ TEST(RotaryHarness, CanFail) {
     EXPECT_GT(ref::max_error(gptj, c.in.view, c.out.view, 8, Pairing::gptj), 100 * tol);
     // one element moved by 16 tolerances of its pair's norm (head 1 of token 3, element 5,
     // whose pair is (1, 5); any token whose pair is not zero would do)
-    const std::int64_t at = offset_of(c.out.view, 0, 3, 1, 5);
-    const double norm = std::hypot(value_at(c.in.view, offset_of(c.in.view, 0, 3, 1, 1)),
+    const std::int64_t at = ref::element_offset(c.out.view, 0, 3, 1, 5);
+    const double norm = std::hypot(value_at(c.in.view, ref::element_offset(c.in.view, 0, 3, 1, 1)),
                                    value_at(c.in.view, at));
     ASSERT_GT(norm, 0.0);
     set_value(c.out.view, at, static_cast<float>(value_at(c.out.view, at) + 16 * tol * norm));
@@ -391,7 +373,7 @@ TEST(RotaryHarness, MaxErrorIsInfiniteForNaNInEitherElementOfAPair) {
     SpoiltCase c = forward_case(DType::float32, 12, 8, 11);
     const auto forward = ref::rotate(c.config, c.positions.data(), c.in.view, Pairing::neox, Direction::forward);
     ASSERT_LE(ref::max_error(forward, c.in.view, c.out.view, 8, Pairing::neox), kFloat32Accuracy);
-    set_raw(c.out.view, offset_of(c.out.view, 0, 2, 0, element), nan_bits(DType::float32));
+    set_raw(c.out.view, ref::element_offset(c.out.view, 0, 2, 0, element), nan_bits(DType::float32));
     EXPECT_EQ(ref::max_error(forward, c.in.view, c.out.view, 8, Pairing::neox), inf);
   }
 }
@@ -401,7 +383,7 @@ TEST(RotaryHarness, MaxErrorIsInfiniteWhenAPassThroughElementDiffers) {
   for (DType dtype : kDTypes) {
     SpoiltCase c = forward_case(dtype, 12, 8, 13);
     const auto forward = ref::rotate(c.config, c.positions.data(), c.in.view, Pairing::neox, Direction::forward);
-    const std::int64_t at = offset_of(c.out.view, 0, 4, 1, 10);
+    const std::int64_t at = ref::element_offset(c.out.view, 0, 4, 1, 10);
     set_raw(c.out.view, at, raw_at(c.out.view, at) ^ 1u);  // one ulp
     EXPECT_EQ(ref::max_error(forward, c.in.view, c.out.view, 8, Pairing::neox), inf)
         << to_string(dtype);
@@ -440,9 +422,9 @@ TEST(RotaryAccuracy, SixteenBitIsWithinTwiceTheNaiveErrorAndFloat32Within1e6) {
         const auto naive = ref::rotate_in_storage_precision(config, positions.data(), in.view,
                                                             pairing, Direction::forward);
         Tensor naive_out = make_bshd(dtype, B, S, H, D);
-        for_each_element(in.view, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-          const double v = naive[dense_index(in.view, b, s, h, d)];
-          const std::int64_t at = offset_of(naive_out.view, b, s, h, d);
+        ref::for_each_element(in.view, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+          const double v = naive[ref::dense_index(in.view, b, s, h, d)];
+          const std::int64_t at = ref::element_offset(naive_out.view, b, s, h, d);
           set_value(naive_out.view, at, static_cast<float>(v));
           ASSERT_EQ(value_at(naive_out.view, at), v) << "naive value not representable";
         });
@@ -542,8 +524,8 @@ TEST(RotaryStrided, QKSlicesOfAFusedQkvBufferInPlaceLeaveVUntouched) {
           expect_rotation_of(config, positions, slice(original, Hq, Hk), k, pairing, Direction::forward, what + " k");
           const HeadTensor v_now = slice(qkv, Hq + Hk, Hk), v_before = slice(original, Hq + Hk, Hk);
           std::int64_t changed = 0;
-          for_each_element(v_now, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-            changed += raw_at(v_now, offset_of(v_now, b, s, h, d)) != raw_at(v_before, offset_of(v_before, b, s, h, d));
+          ref::for_each_element(v_now, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+            changed += raw_at(v_now, ref::element_offset(v_now, b, s, h, d)) != raw_at(v_before, ref::element_offset(v_before, b, s, h, d));
           });
           EXPECT_EQ(changed, 0) << what << ": v changed";
         }
@@ -623,16 +605,16 @@ TEST(RotaryStrided, BshdAndBhsdGiveBitIdenticalResults) {
           Tensor b = make_tensor(dtype, {B, S, H, D}, {H * S * D, D, S * D, 1});
           ASSERT_EQ(b.view.strides, bhsd(nullptr, dtype, B, S, H, D).strides);
           fill_random(a.view, rot, rng);
-          for_each_element(a.view, [&](std::int64_t bb, std::int64_t s, std::int64_t h, std::int64_t d) {
-            set_raw(b.view, offset_of(b.view, bb, s, h, d), raw_at(a.view, offset_of(a.view, bb, s, h, d)));
+          ref::for_each_element(a.view, [&](std::int64_t bb, std::int64_t s, std::int64_t h, std::int64_t d) {
+            set_raw(b.view, ref::element_offset(b.view, bb, s, h, d), raw_at(a.view, ref::element_offset(a.view, bb, s, h, d)));
           });
           const Tensor original = clone(a);
           for (Direction direction : {Direction::forward, Direction::backward}) {
             rotate(table, a.view, params_for(isa, pairing, direction));
             rotate(table, b.view, params_for(isa, pairing, direction));
             std::int64_t differ = 0;
-            for_each_element(a.view, [&](std::int64_t bb, std::int64_t s, std::int64_t h, std::int64_t d) {
-              differ += raw_at(a.view, offset_of(a.view, bb, s, h, d)) != raw_at(b.view, offset_of(b.view, bb, s, h, d));
+            ref::for_each_element(a.view, [&](std::int64_t bb, std::int64_t s, std::int64_t h, std::int64_t d) {
+              differ += raw_at(a.view, ref::element_offset(a.view, bb, s, h, d)) != raw_at(b.view, ref::element_offset(b.view, bb, s, h, d));
             });
             EXPECT_EQ(differ, 0) << what << " " << to_string(direction);
             if (direction == Direction::forward) {
@@ -672,8 +654,8 @@ TEST(RotaryRoundTrip, BackwardUndoesForward) {
               rotate(table, std::span<const RotaryTarget>(&forward, 1), params_for(isa, pairing));
               rotate(table, std::span<const RotaryTarget>(&backward, 1), params_for(isa, pairing, Direction::backward));
               std::vector<double> original(static_cast<std::size_t>(B * S * H * D));
-              for_each_element(in.view, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-                original[dense_index(in.view, b, s, h, d)] = value_at(in.view, offset_of(in.view, b, s, h, d));
+              ref::for_each_element(in.view, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+                original[ref::dense_index(in.view, b, s, h, d)] = value_at(in.view, ref::element_offset(in.view, b, s, h, d));
               });
               const double tol = dtype == DType::float32 ? kRoundTripFloat32 : kRoundTripFactor16 * ref::tolerance(dtype);
               EXPECT_LE(ref::max_error(original, in.view, back.view, rot, pairing), tol) << what;
@@ -687,7 +669,7 @@ TEST(RotaryRoundTrip, BackwardUndoesForward) {
 double dot_of_heads(const Tensor& a, std::int64_t sa, const Tensor& b, std::int64_t sb) {
   double sum = 0;
   for (std::int64_t d = 0; d < a.view.shape[3]; ++d)
-    sum += value_at(a.view, offset_of(a.view, 0, sa, 0, d)) * value_at(b.view, offset_of(b.view, 0, sb, 0, d));
+    sum += value_at(a.view, ref::element_offset(a.view, 0, sa, 0, d)) * value_at(b.view, ref::element_offset(b.view, 0, sb, 0, d));
   return sum;
 }
 
@@ -736,8 +718,8 @@ TEST(RotaryRelativePosition, ScoresDependOnlyOnThePerAxisOffset) {
             q_norm2 += static_cast<double>(qd) * qd;
             k_norm2 += static_cast<double>(kd) * kd;
             for (std::int64_t s = 0; s < S; ++s) {
-              set_value(q.view, offset_of(q.view, 0, s, 0, d), qd);
-              set_value(k.view, offset_of(k.view, 0, s, 0, d), kd);
+              set_value(q.view, ref::element_offset(q.view, 0, s, 0, d), qd);
+              set_value(k.view, ref::element_offset(k.view, 0, s, 0, d), kd);
             }
           }
           Tensor u = clone(q);

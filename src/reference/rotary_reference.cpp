@@ -24,16 +24,6 @@ double load(const void* data, DType dtype, std::int64_t offset) {
 
 namespace {
 
-std::int64_t offset(const HeadTensor& t, std::int64_t b, std::int64_t s, std::int64_t h,
-                    std::int64_t d) {
-  return b * t.strides[0] + s * t.strides[1] + h * t.strides[2] + d * t.strides[3];
-}
-
-std::size_t dense(const HeadTensor& t, std::int64_t b, std::int64_t s, std::int64_t h,
-                  std::int64_t d) {
-  return static_cast<std::size_t>(((b * t.shape[1] + s) * t.shape[2] + h) * t.shape[3] + d);
-}
-
 std::int64_t pair_index(Pairing p, int i, int half, int which) {
   return p == Pairing::neox ? i + which * half : 2 * i + which;
 }
@@ -71,16 +61,16 @@ std::vector<double> rotate_with(const RotaryConfig& config, const float* positio
     for (std::int64_t s = 0; s < S; ++s) {
       for (std::int64_t h = 0; h < H; ++h)
         for (std::int64_t d = config.rotary_dim; d < D; ++d)
-          out[dense(x, b, s, h, d)] = load(x.data, x.dtype, offset(x, b, s, h, d));
+          out[dense_index(x, b, s, h, d)] = load(x.data, x.dtype, element_offset(x, b, s, h, d));
       for (int i = 0; i < half; ++i) {
         const double pos = position_ids[(axes[static_cast<std::size_t>(i)] * B + b) * S + s];
         const double phi = pos * inv[static_cast<std::size_t>(i)];
         const double c = std::cos(phi), sn = sign * std::sin(phi);
         const auto i0 = pair_index(pairing, i, half, 0), i1 = pair_index(pairing, i, half, 1);
         for (std::int64_t h = 0; h < H; ++h) {
-          const double x0 = load(x.data, x.dtype, offset(x, b, s, h, i0));
-          const double x1 = load(x.data, x.dtype, offset(x, b, s, h, i1));
-          rotate_pair(x0, x1, c, sn, out[dense(x, b, s, h, i0)], out[dense(x, b, s, h, i1)]);
+          const double x0 = load(x.data, x.dtype, element_offset(x, b, s, h, i0));
+          const double x1 = load(x.data, x.dtype, element_offset(x, b, s, h, i1));
+          rotate_pair(x0, x1, c, sn, out[dense_index(x, b, s, h, i0)], out[dense_index(x, b, s, h, i1)]);
         }
       }
     }
@@ -130,19 +120,19 @@ double max_error(const std::vector<double>& expected, const HeadTensor& in,
       for (std::int64_t h = 0; h < in.shape[2]; ++h) {
         for (int i = 0; i < half; ++i) {
           const auto i0 = pair_index(pairing, i, half, 0), i1 = pair_index(pairing, i, half, 1);
-          const double norm = std::hypot(load(in.data, in.dtype, offset(in, b, s, h, i0)),
-                                         load(in.data, in.dtype, offset(in, b, s, h, i1)));
-          const double e0 = std::fabs(load(out.data, out.dtype, offset(out, b, s, h, i0)) -
-                                      expected[dense(in, b, s, h, i0)]);
-          const double e1 = std::fabs(load(out.data, out.dtype, offset(out, b, s, h, i1)) -
-                                      expected[dense(in, b, s, h, i1)]);
+          const double norm = std::hypot(load(in.data, in.dtype, element_offset(in, b, s, h, i0)),
+                                         load(in.data, in.dtype, element_offset(in, b, s, h, i1)));
+          const double e0 = std::fabs(load(out.data, out.dtype, element_offset(out, b, s, h, i0)) -
+                                      expected[dense_index(in, b, s, h, i0)]);
+          const double e1 = std::fabs(load(out.data, out.dtype, element_offset(out, b, s, h, i1)) -
+                                      expected[dense_index(in, b, s, h, i1)]);
           if (std::isnan(e0) || std::isnan(e1)) return inf;  // std::max would drop a NaN e1
           const double e = std::max(e0, e1);
           if (e > 0) worst = std::max(worst, norm > 0 ? e / norm : inf);
         }
         for (std::int64_t d = rotary_dim; d < in.shape[3]; ++d) {
-          const double y = load(out.data, out.dtype, offset(out, b, s, h, d));
-          if (!(y == expected[dense(in, b, s, h, d)])) return inf;
+          const double y = load(out.data, out.dtype, element_offset(out, b, s, h, d));
+          if (!(y == expected[dense_index(in, b, s, h, d)])) return inf;
         }
       }
   return worst;
@@ -208,11 +198,9 @@ void store(void* data, DType dtype, std::int64_t offset, double v) {
 void fill_random(Buffer& buf, std::mt19937_64& rng) {
   std::normal_distribution<double> normal(0.0, 1.0);
   const HeadTensor& v = buf.view;
-  for (std::int64_t b = 0; b < v.shape[0]; ++b)
-    for (std::int64_t s = 0; s < v.shape[1]; ++s)
-      for (std::int64_t h = 0; h < v.shape[2]; ++h)
-        for (std::int64_t d = 0; d < v.shape[3]; ++d)
-          store(v.data, v.dtype, offset(v, b, s, h, d), normal(rng));
+  for_each_element(v, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    store(v.data, v.dtype, element_offset(v, b, s, h, d), normal(rng));
+  });
 }
 
 std::vector<unsigned char> nan_pattern(std::size_t n, DType dtype) {
@@ -232,12 +220,10 @@ bool guard_intact(const Buffer& buf, const std::vector<unsigned char>& before) {
   const HeadTensor& v = buf.view;
   const std::size_t size = dtype_size(v.dtype);
   const auto base = static_cast<std::size_t>(static_cast<const unsigned char*>(v.data) - buf.bytes.data());
-  for (std::int64_t b = 0; b < v.shape[0]; ++b)
-    for (std::int64_t s = 0; s < v.shape[1]; ++s)
-      for (std::int64_t h = 0; h < v.shape[2]; ++h)
-        for (std::int64_t d = 0; d < v.shape[3]; ++d)
-          for (std::size_t k = 0; k < size; ++k)
-            in_view[base + static_cast<std::size_t>(offset(v, b, s, h, d)) * size + k] = true;
+  for_each_element(v, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    for (std::size_t k = 0; k < size; ++k)
+      in_view[base + static_cast<std::size_t>(element_offset(v, b, s, h, d)) * size + k] = true;
+  });
   for (std::size_t i = 0; i < before.size(); ++i)
     if (!in_view[i] && buf.bytes[i] != before[i]) return false;
   return true;

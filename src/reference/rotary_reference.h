@@ -4,6 +4,7 @@
 // Used by the tests, `circlerope check` and the benchmarks' spot checks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,25 @@ namespace circlerope::reference {
 
 // Value of element `offset` (in elements) of a buffer of the given dtype, exactly.
 double load(const void* data, DType dtype, std::int64_t offset);
+
+// Where element (b, s, h, d) of a view lives, in elements from its data pointer.
+inline std::int64_t element_offset(const HeadTensor& t, std::int64_t b, std::int64_t s,
+                                   std::int64_t h, std::int64_t d) {
+  return b * t.strides[0] + s * t.strides[1] + h * t.strides[2] + d * t.strides[3];
+}
+// Its index in a dense [B][S][H][D] array of the view's shape (what rotate() returns).
+inline std::size_t dense_index(const HeadTensor& t, std::int64_t b, std::int64_t s,
+                               std::int64_t h, std::int64_t d) {
+  return static_cast<std::size_t>(((b * t.shape[1] + s) * t.shape[2] + h) * t.shape[3] + d);
+}
+// f(b, s, h, d) for every element of the view, in dense order.
+template <class F>
+void for_each_element(const HeadTensor& t, const F& f) {
+  for (std::int64_t b = 0; b < t.shape[0]; ++b)
+    for (std::int64_t s = 0; s < t.shape[1]; ++s)
+      for (std::int64_t h = 0; h < t.shape[2]; ++h)
+        for (std::int64_t d = 0; d < t.shape[3]; ++d) f(b, s, h, d);
+}
 
 // Exact y = R(+-phi) x for every element of the view x ([B,S,H,D]): dense [B][S][H][D].
 std::vector<double> rotate(const RotaryConfig& config, const float* position_ids,
