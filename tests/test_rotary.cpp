@@ -84,8 +84,9 @@ constexpr double kDotTolerance = 6.0 * kFloat32Accuracy;
 constexpr double kDotChange = 100.0 * kDotTolerance;
 constexpr float kAxisStep = 256.0f;
 // Table entries: the angle is computed in double and cos/sin rounded once to fp32, so each
-// entry is within half an ulp of |value| <= 1, i.e. 2^-25, of the double cos/sin (whose own
-// error, ~1e-16, is far below the next float).
+// entry is within half an ulp of 1 (2^-25), the largest a cos/sin can have, of the double
+// value (whose own error, ~1e-14 for the polynomial, is far below the next float). The
+// per-entry check against float(libm) is EntriesMatchLibmRoundedToFloatButForRareNearTies.
 constexpr double kTableTolerance = 0x1p-25 + 1e-15;
 
 // ---- tensors that own their storage ----------------------------------------------------------
@@ -882,7 +883,7 @@ TEST(RotaryTable, EntriesMatchLibmRoundedToFloatButForRareNearTies) {
   }
 }
 
-TEST(RotaryTable, EntriesAreCorrectlyRoundedAtLargeFractionalPositions) {
+TEST(RotaryTable, EntriesAreWithinHalfAnUlpOfOneAcrossBatchRowsAtLargePositions) {
   // Angles up to ~1e6 radians: an fp32 angle would lose whole radians of phase here; the
   // table must still be the double cos/sin rounded once.
   std::mt19937_64 rng(0x7AB);
