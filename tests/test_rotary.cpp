@@ -1197,6 +1197,52 @@ TEST(RotaryErrors, TableRejectsNonFinitePositionsAndBadSizes) {
   EXPECT_THAT(error_of([&] { make_rotary_table(config, wrong); }), HasSubstr("expected 3 x 2 x 3"));
 }
 
+// Tables in caller memory (the PyTorch op keeps them in tensors): the same bits as an owned
+// table, the same rotation through a view, and the sizes checked before anything is written.
+TEST(RotaryTableView, IntoCallerMemoryEqualsTheOwnedTableAndRotatesTheSame) {
+  std::mt19937_64 rng(77);
+  const RotaryConfig config = random_config(24, FrequencyLayout::chunked, rng);
+  const std::int64_t B = 2, S = 37;
+  const std::vector<float> positions = random_positions(B, S, rng);
+  const RotaryTable owned = make_rotary_table(config, positions.data(), B, S);
+  std::vector<float> values(static_cast<std::size_t>(B * S * 24), -7.0f);
+  make_rotary_table_into(config, positions.data(), B, S, values);
+  EXPECT_EQ(0, std::memcmp(values.data(), owned.row(0, 0), values.size() * sizeof(float)));
+
+  Tensor x = make_bshd(DType::float32, B, S, 3, 24);
+  fill_random(x.view, 24, rng);
+  Tensor a = clone(x), b = clone(x);
+  rotate(owned, a.view);
+  const RotaryTableView view{values.data(), B, S, 24};
+  const RotaryTarget target{b.view, b.view};
+  rotate(view, std::span<const RotaryTarget>(&target, 1));
+  EXPECT_EQ(a.bytes, b.bytes);
+
+  std::vector<float> wrong(values.size() - 1, -7.0f);
+  EXPECT_THAT(error_of([&] { make_rotary_table_into(config, positions.data(), B, S, wrong); }),
+              HasSubstr("holds 1775 floats, expected batch 2 x seq_len 37 x rotary_dim 24 = 1776"));
+  EXPECT_EQ(wrong, std::vector<float>(values.size() - 1, -7.0f));
+  std::vector<float> p = positions;
+  p[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THAT(error_of([&] { make_rotary_table_into(config, p.data(), B, S, values); }),
+              HasSubstr("positions must be finite"));
+
+  const Tensor before = clone(x);
+  for (const RotaryTableView& bad : {RotaryTableView{values.data(), B, S, 23},
+                                     RotaryTableView{values.data(), B, S, 0},
+                                     RotaryTableView{nullptr, B, S, 24},
+                                     RotaryTableView{values.data(), B, S + 1, 24}}) {
+    const RotaryTarget t{x.view, x.view};
+    EXPECT_THROW(rotate(bad, std::span<const RotaryTarget>(&t, 1)), Error);
+  }
+  EXPECT_EQ(x.bytes, before.bytes);
+  const RotaryTarget t{x.view, x.view};
+  EXPECT_THAT(error_of([&] { rotate(RotaryTableView{values.data(), B, S, 23}, std::span<const RotaryTarget>(&t, 1)); }),
+              HasSubstr("rotary_dim 23 must be even"));
+  EXPECT_THAT(error_of([&] { rotate(RotaryTableView{nullptr, B, S, 24}, std::span<const RotaryTarget>(&t, 1)); }),
+              HasSubstr("values are null"));
+}
+
 TEST(RotaryErrors, ForcingAnUnavailableIsaThrows) {
   const auto isas = available_isas();
   ASSERT_FALSE(isas.empty());

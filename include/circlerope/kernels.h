@@ -68,6 +68,16 @@ HeadTensor bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq, s
 HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                 std::int64_t head_dim);
 
+// A table's values in memory someone else owns (a torch tensor, an engine's buffer): per
+// token (b, s), at values + (b * seq_len + s) * rotary_dim, D/2 cos values then D/2 sin values.
+// The frequency layout and theta are baked into the values; rotate() needs only the sizes.
+struct RotaryTableView {
+  const float* values = nullptr;
+  std::int64_t batch = 0;
+  std::int64_t seq_len = 0;
+  int rotary_dim = 0;  // even, 2..1024
+};
+
 // cos/sin of every frequency for every token of a batch; immutable once built.
 class RotaryTable {
  public:
@@ -80,6 +90,7 @@ class RotaryTable {
     return values_.data() + static_cast<std::size_t>((b * seq_len_ + s) * config_.rotary_dim);
   }
   std::size_t bytes() const { return values_.size() * sizeof(float); }
+  RotaryTableView view() const { return {values_.data(), batch_, seq_len_, config_.rotary_dim}; }
 
  private:
   friend RotaryTable make_rotary_table(const RotaryConfig&, const float*, std::int64_t,
@@ -98,6 +109,12 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_
                               Isa isa = Isa::automatic);
 RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& positions,
                               int threads = 0, Isa isa = Isa::automatic);
+// The same values written into caller memory: `values` must hold exactly
+// batch * seq_len * rotary_dim floats (the PyTorch op keeps its tables in tensors this way).
+// Nothing is written when it throws.
+void make_rotary_table_into(const RotaryConfig& config, const float* position_ids,
+                            std::int64_t batch, std::int64_t seq_len, std::span<float> values,
+                            int threads = 0, Isa isa = Isa::automatic);
 
 struct RotaryParams {
   Pairing pairing = Pairing::neox;           // which elements of a head form a pair
@@ -120,6 +137,8 @@ struct RotaryTarget {
 // layer share the token's table row while it is in cache). head_dim of each target must be
 // >= the table's rotary dim; heads may differ between targets (GQA). Throws Error naming the
 // offending target and value; nothing is written when it throws.
+void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
+            const RotaryParams& params = {});
 void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params = {});
 // Convenience: one tensor in place.

@@ -189,14 +189,19 @@ HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
           {heads * seq * head_dim, head_dim, seq * head_dim, 1}};
 }
 
-void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
+void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params) {
   if (params.threads < 0) fail("threads must be >= 0 (got ", params.threads, ")");
   const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
+  const int rot = table.rotary_dim;
+  if (rot < 2 || rot > 1024 || rot % 2 != 0)
+    fail("table: rotary_dim ", rot, " must be even and in 2..1024");
+  if (table.batch < 0 || table.seq_len < 0)
+    fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0");
+  if (table.values == nullptr && table.batch * table.seq_len > 0) fail("table: values are null");
   if (targets.empty()) return;
   if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");
 
-  const int rot = table.config().rotary_dim;
   std::vector<cpu::TargetJob> jobs;
   std::int64_t bytes = 0;
   for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -212,10 +217,10 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
     if (out.shape != in.shape)
       fail(name, ": out shape ", shape_text(out.shape), " differs from in shape ",
            shape_text(in.shape));
-    if (in.shape[0] != table.batch() || in.shape[1] != table.seq_len())
+    if (in.shape[0] != table.batch || in.shape[1] != table.seq_len)
       fail(name, ": shape ", shape_text(in.shape), " has batch ", in.shape[0], " and seq ",
-           in.shape[1], " but the table was built for batch ", table.batch(), " and seq ",
-           table.seq_len());
+           in.shape[1], " but the table was built for batch ", table.batch, " and seq ",
+           table.seq_len);
     if (in.shape[3] < rot)
       fail(name, ": head_dim ", in.shape[3], " is smaller than the rotary dim ", rot);
     const std::int64_t in_span = span_elements(in, {i, " in"});
@@ -268,8 +273,8 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
     for (cpu::TargetJob& j : jobs) j.stream = false;
 
   cpu::KernelJob job;
-  job.table = table.row(0, 0);
-  job.seq_len = table.seq_len();
+  job.table = table.values;
+  job.seq_len = table.seq_len;
   job.half = rot / 2;
   job.dtype = targets[0].in.dtype;
   job.pairing = params.pairing;
@@ -280,13 +285,18 @@ void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
   // Below this much traffic a fork/join costs more than it saves (decode steps).
   constexpr std::int64_t kSerialBytes = 256 * 1024;
   const int threads = bytes < kSerialBytes ? 1 : cpu::resolve_threads(params.threads);
-  cpu::parallel_for(table.batch() * table.seq_len(), 16, threads,
+  cpu::parallel_for(table.batch * table.seq_len, 16, threads,
                     [&](std::int64_t begin, std::int64_t end) { kernel(job, begin, end); });
+}
+
+void rotate(const RotaryTable& table, std::span<const RotaryTarget> targets,
+            const RotaryParams& params) {
+  rotate(table.view(), targets, params);
 }
 
 void rotate(const RotaryTable& table, const HeadTensor& x, const RotaryParams& params) {
   const RotaryTarget target{x, x};
-  rotate(table, std::span<const RotaryTarget>(&target, 1), params);
+  rotate(table.view(), std::span<const RotaryTarget>(&target, 1), params);
 }
 
 }  // namespace circlerope

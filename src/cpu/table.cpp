@@ -12,15 +12,15 @@ namespace circlerope {
 
 using detail::fail;
 
-RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
-                              std::int64_t batch, std::int64_t seq_len, int threads, Isa isa) {
+namespace {
+
+// Validates everything, then returns the number of tokens; fill_table writes them.
+std::int64_t checked_tokens(const RotaryConfig& config, const float* position_ids,
+                            std::int64_t batch, std::int64_t seq_len, int threads) {
   validate(config);
   if (batch < 0 || seq_len < 0)
     fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
   if (threads < 0) fail("rotary table: threads must be >= 0 (got ", threads, ")");
-  const cpu::TableKernel kernel = cpu::table_kernel(isa);
-  const int rot = config.rotary_dim;
-  const int half = rot / 2;
   // Room for the positions [3][B][S] and the table [B][S][D] in size_t and in memory.
   const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 4096;
   if (batch != 0 && seq_len > limit / batch)
@@ -28,10 +28,8 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_
   const std::int64_t tokens = batch * seq_len;
   if (tokens > 0 && position_ids == nullptr) fail("rotary table: position_ids is null");
 
-  const std::vector<int> axes = frequency_axes(config);
-  const std::vector<double> inv_freq = inverse_frequencies(config);
   bool uses_axis[3] = {false, false, false};
-  for (int a : axes) uses_axis[a] = true;
+  for (int a : frequency_axes(config)) uses_axis[a] = true;
   for (int a = 0; a < 3; ++a) {
     if (!uses_axis[a]) continue;
     const float* p = position_ids + a * tokens;
@@ -40,12 +38,14 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_
         fail("rotary table: position of axis ", a, " at row ", t / seq_len, ", token ",
              t % seq_len, " is ", p[t], " (positions must be finite)");
   }
+  return tokens;
+}
 
-  RotaryTable table;
-  table.config_ = config;
-  table.batch_ = batch;
-  table.seq_len_ = seq_len;
-  table.values_.resize(static_cast<std::size_t>(tokens * rot));
+void fill_table(const RotaryConfig& config, const float* position_ids, std::int64_t tokens,
+                float* values, int threads, cpu::TableKernel kernel) {
+  const std::vector<int> axes = frequency_axes(config);
+  const std::vector<double> inv_freq = inverse_frequencies(config);
+  const int half = config.rotary_dim / 2;
   // The angle and its cos/sin in double, rounded once to float (kernel_impl.h says how
   // close): the reference computes the angle in float32 and loses up to |phi| * 2^-24 of
   // phase at large positions; we do not reproduce that on purpose.
@@ -55,10 +55,37 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_
   job.axes = axes.data();
   job.inv_freq = inv_freq.data();
   job.half = half;
-  job.values = table.values_.data();
+  job.values = values;
   cpu::parallel_for(tokens, 256, tokens * half < 65536 ? 1 : cpu::resolve_threads(threads),
                     [&](std::int64_t begin, std::int64_t end) { kernel(job, begin, end); });
+}
+
+}  // namespace
+
+RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
+                              std::int64_t batch, std::int64_t seq_len, int threads, Isa isa) {
+  const std::int64_t tokens = checked_tokens(config, position_ids, batch, seq_len, threads);
+  const cpu::TableKernel kernel = cpu::table_kernel(isa);
+  RotaryTable table;
+  table.config_ = config;
+  table.batch_ = batch;
+  table.seq_len_ = seq_len;
+  table.values_.resize(static_cast<std::size_t>(tokens * config.rotary_dim));
+  fill_table(config, position_ids, tokens, table.values_.data(), threads, kernel);
   return table;
+}
+
+void make_rotary_table_into(const RotaryConfig& config, const float* position_ids,
+                            std::int64_t batch, std::int64_t seq_len, std::span<float> values,
+                            int threads, Isa isa) {
+  const std::int64_t tokens = checked_tokens(config, position_ids, batch, seq_len, threads);
+  const cpu::TableKernel kernel = cpu::table_kernel(isa);
+  const auto expected = static_cast<std::size_t>(tokens * config.rotary_dim);
+  if (values.size() != expected)
+    fail("rotary table: the output holds ", values.size(), " floats, expected batch ", batch,
+         " x seq_len ", seq_len, " x rotary_dim ", config.rotary_dim, " = ", expected);
+  if (expected > 0 && values.data() == nullptr) fail("rotary table: the output is null");
+  fill_table(config, position_ids, tokens, values.data(), threads, kernel);
 }
 
 RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& positions,
