@@ -1,0 +1,479 @@
+"""circlerope: Circle-RoPE positions and fused rotary embeddings for PyTorch.
+
+Drop-in pieces for a Qwen2-VL / Qwen2.5-VL style model (arXiv 2505.16416):
+
+    import circlerope
+    position_ids, rope_deltas = circlerope.get_rope_index(
+        input_ids, image_grid_thw, attention_mask=attention_mask)      # scheme="circle"
+    q, k = circlerope.apply_multimodal_rotary(q, k, position_ids,
+                                              sections=(16, 24, 24), theta=1e6)
+
+AGE (a geometry per layer) with one angle table per distinct geometry:
+
+    rope = circlerope.RotaryEmbedding(circlerope.AgePlan("alternate", 36))
+    angles = rope(input_ids, image_grid_thw, attention_mask=attention_mask)
+    q, k = angles.apply(layer_index, q, k)
+
+Everything runs on CPU tensors through torch.ops.circlerope (the C++ operators); invalid
+input raises ValueError with the core's message. Kernel threads follow
+torch.get_num_threads(), which Debian's torch starts at 1: call torch.set_num_threads().
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from . import _core
+
+__all__ = [
+    "CircleConfig", "VisionConfig", "RotaryConfig", "AgePlan", "CouplingMetrics",
+    "get_rope_index", "rotary_table", "apply_rotary", "apply_multimodal_rotary", "cos_sin",
+    "decode_position_ids", "RotaryEmbedding", "RotaryAngles", "ptd", "layout_positions",
+]
+
+
+def _load_operators() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "libcirclerope_torch*.so")))
+    if not found:
+        raise ImportError(f"circlerope: the operator library libcirclerope_torch.so is not in {here}; "
+                          "build the project with libtorch found (CIRCLEROPE_BUILD_TORCH)")
+    torch.ops.load_library(found[0])
+
+
+_load_operators()
+_ops = torch.ops.circlerope
+
+Tensor = torch.Tensor
+
+
+# ------------------------------------------------------------------ configs ---
+
+@dataclasses.dataclass(frozen=True)
+class CircleConfig:
+    """Circle-RoPE options (SPEC 3). Defaults: the paper's recommended setting.
+
+    radius: a number > 0, "auto" or "auto-k" (k * |largest centred coordinate|).
+    alpha: weight of the polar angle against the raster angle, in [0, 1].
+    move_to_origin: centre the grid before taking angles.
+    dff_rate: beta in [0, 1], a blend towards the un-ringed grid (0 = off).
+    move_to_positive: None (off), "auto" (shift by |min|) or a number (|min| + offset).
+    """
+
+    radius: Union[float, str] = 10.0
+    alpha: float = 0.5
+    move_to_origin: bool = True
+    dff_rate: float = 0.0
+    move_to_positive: Union[None, str, float] = None
+
+    def __post_init__(self):
+        _core.validate_circle(self._args())
+
+    def _args(self) -> tuple:
+        radius, radius_mode, scale = self.radius, "fixed", 1.0
+        if isinstance(radius, str):
+            if radius == "auto":
+                radius_mode, radius = "auto", 10.0
+            elif radius.startswith("auto-"):
+                try:
+                    scale = float(radius[5:])
+                except ValueError:
+                    raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
+                                     "\"auto-k\" with a number k)") from None
+                radius_mode, radius = "auto", 10.0
+            else:
+                raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
+                                 "\"auto-k\" with a number k)")
+        elif isinstance(radius, bool) or not isinstance(radius, (int, float)):
+            raise ValueError(f"circle: radius {radius!r} (expected a number, \"auto\" or \"auto-k\")")
+        shift, offset = "none", 0.0
+        positive = self.move_to_positive
+        if positive is None or positive is False:
+            pass
+        elif positive == "auto":
+            shift = "auto"
+        elif isinstance(positive, (int, float)) and not isinstance(positive, bool):
+            shift, offset = "offset", float(positive)
+        else:
+            raise ValueError(f"circle: move_to_positive {positive!r} (expected None, \"auto\" or a number)")
+        dff = self.dff_rate
+        if isinstance(dff, bool):  # the reference's `dff_rate: true` means beta = 1
+            dff = 1.0 if dff else 0.0
+        return (radius_mode, float(radius), float(scale), float(self.alpha), bool(self.move_to_origin),
+                float(dff), shift, float(offset))
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionConfig:
+    """Token ids and constants of the Qwen2-VL / Qwen2.5-VL convention (Qwen2.5-VL defaults).
+
+    time: "seconds" (Qwen2.5-VL: floor(f * second_per_grid_t * tokens_per_second)) or
+    "index" (Qwen2-VL: frame index).
+    """
+
+    spatial_merge_size: int = 2
+    tokens_per_second: float = 2.0
+    vision_start_token_id: int = 151652
+    image_token_id: int = 151655
+    video_token_id: int = 151656
+    time: str = "seconds"
+
+    def __post_init__(self):
+        _core.validate_vision(self._args())
+
+    def _args(self) -> tuple:
+        return (int(self.spatial_merge_size), float(self.tokens_per_second),
+                int(self.vision_start_token_id), int(self.image_token_id), int(self.video_token_id),
+                str(self.time))
+
+    @classmethod
+    def from_hf_config(cls, config) -> "VisionConfig":
+        """Reads the ids from a transformers Qwen2-VL / Qwen2.5-VL config object."""
+        vision = getattr(config, "vision_config", None)
+        return cls(
+            spatial_merge_size=getattr(vision, "spatial_merge_size", 2),
+            tokens_per_second=getattr(vision, "tokens_per_second", 2.0),
+            vision_start_token_id=config.vision_start_token_id,
+            image_token_id=config.image_token_id,
+            video_token_id=config.video_token_id,
+            time="seconds" if hasattr(vision, "tokens_per_second") else "index")
+
+
+@dataclasses.dataclass(frozen=True)
+class RotaryConfig:
+    """Which position axis each rotary frequency reads (SPEC 4).
+
+    layout: "chunked" (Qwen2/2.5-VL, sections [t, h, w] summing to rotary_dim / 2),
+    "interleaved" (Qwen3-VL) or "single" (1-D RoPE on the temporal axis).
+    rotary_dim: defaults to 2 * sum(sections); heads may be wider (the rest passes through).
+    pairing: "neox" (rotate_half, Qwen/Llama) or "gptj" (adjacent pairs).
+    """
+
+    sections: Tuple[int, int, int] = (16, 24, 24)
+    theta: float = 1e6
+    layout: str = "chunked"
+    rotary_dim: Optional[int] = None
+    pairing: str = "neox"
+
+    def __post_init__(self):
+        if self.pairing not in ("neox", "gptj"):
+            raise ValueError(f"rotary: pairing '{self.pairing}' (expected neox or gptj)")
+        _core.validate_rotary(self._args())
+
+    @property
+    def dim(self) -> int:
+        return int(self.rotary_dim) if self.rotary_dim is not None else 2 * sum(int(s) for s in self.sections)
+
+    def _args(self) -> tuple:
+        sections = [int(s) for s in self.sections]
+        return (float(self.theta), self.dim, str(self.layout), sections)
+
+
+def _circle(circle: Optional[CircleConfig]) -> CircleConfig:
+    if circle is None:
+        return CircleConfig()
+    if not isinstance(circle, CircleConfig):
+        raise ValueError(f"circle must be a circlerope.CircleConfig, got {type(circle).__name__}")
+    return circle
+
+
+def _vision(vision: Optional[VisionConfig]) -> VisionConfig:
+    if vision is None:
+        return VisionConfig()
+    if not isinstance(vision, VisionConfig):
+        raise ValueError(f"vision must be a circlerope.VisionConfig, got {type(vision).__name__}")
+    return vision
+
+
+def _tensor(value, name: str, dtype=None) -> Optional[Tensor]:
+    """None, a tensor, or anything torch.as_tensor takes (lists of grids, say)."""
+    if value is None:
+        return None
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value, dtype=dtype)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{name}: cannot be read as a tensor ({e})") from None
+    return value
+
+
+def _cpu(t: Optional[Tensor]) -> Optional[Tensor]:
+    return None if t is None else t.detach().cpu()
+
+
+# ---------------------------------------------------------------- positions ---
+
+def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_per_grid_ts=None,
+                   attention_mask=None, *, scheme: str = "circle",
+                   circle: Optional[CircleConfig] = None,
+                   vision: Optional[VisionConfig] = None) -> Tuple[Tensor, Tensor]:
+    """Positions of a batch, with the shapes and meaning of Qwen2.5-VL's get_rope_index.
+
+    Returns (position_ids, rope_deltas): float32 [3, batch, seq_len] (temporal, height, width;
+    fractional under Circle-RoPE) and float32 [batch, 1], on input_ids' device. Masked tokens
+    get 1.0. While decoding, the token at cache position p of row b gets p + rope_deltas[b]
+    on all three axes (decode_position_ids).
+
+    scheme: "circle" (Circle-RoPE), "mrope" (Qwen's M-RoPE), "vanilla" (1-D) or "unordered".
+    """
+    input_ids = _tensor(input_ids, "input_ids")
+    if not isinstance(scheme, str):
+        raise ValueError(f"scheme must be a string, got {scheme!r}")
+    c, v = _circle(circle), _vision(vision)
+    position_ids, rope_deltas = _ops.rope_index(
+        _cpu(input_ids), _cpu(_tensor(image_grid_thw, "image_grid_thw")),
+        _cpu(_tensor(video_grid_thw, "video_grid_thw")),
+        _cpu(_tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)),
+        _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args())
+    device = input_ids.device
+    return position_ids.to(device), rope_deltas.to(device)
+
+
+def decode_position_ids(rope_deltas, cache_position: int, count: int = 1) -> Tensor:
+    """Positions of the next `count` decoded tokens from cache position `cache_position`
+    (counting every token of the padded row): p + rope_deltas[b] on all three axes, in
+    float32 like the reference. Returns float32 [3, batch, count] on rope_deltas' device."""
+    rope_deltas = _tensor(rope_deltas, "rope_deltas")
+    if rope_deltas.dim() == 2 and rope_deltas.size(1) == 1:
+        rope_deltas = rope_deltas[:, 0]
+    if rope_deltas.dim() != 1:
+        raise ValueError(f"rope_deltas must have shape [batch, 1] or [batch], got {list(rope_deltas.shape)}")
+    deltas = np.ascontiguousarray(rope_deltas.detach().cpu().to(torch.float32).numpy())
+    return torch.from_numpy(_core.decode_positions(deltas, int(cache_position), int(count))).to(rope_deltas.device)
+
+
+def layout_positions(layout: str, *, scheme: str = "circle", circle: Optional[CircleConfig] = None,
+                     vision: Optional[VisionConfig] = None) -> Tuple[Tensor, Tensor]:
+    """Positions of one token-free row, e.g. "text:5,image:6x6,video:4x6x6@0.5,text:4"
+    (merged token grids, no vision markers): float32 [3, 1, S] and [1, 1]."""
+    c, v = _circle(circle), _vision(vision)
+    pos, deltas = _core.layout_positions(layout, scheme, c._args(), v._args())
+    return torch.from_numpy(pos), torch.from_numpy(deltas)
+
+
+# ----------------------------------------------------------------- rotation ---
+
+def _rotary(rotary: Optional[RotaryConfig], **overrides) -> RotaryConfig:
+    if rotary is None:
+        return RotaryConfig(**{k: v for k, v in overrides.items() if v is not None})
+    if not isinstance(rotary, RotaryConfig):
+        raise ValueError(f"rotary must be a circlerope.RotaryConfig, got {type(rotary).__name__}")
+    return rotary
+
+
+def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, sections=None, theta=None,
+                 layout=None, rotary_dim=None) -> Tensor:
+    """cos/sin of every frequency for every token: float32 [batch, seq_len, rotary_dim], per
+    token rotary_dim/2 cosines then rotary_dim/2 sines. The angle pos * theta^(-2i/D) is
+    computed in double and rounded once. position_ids: [3, batch, seq_len] (or [batch,
+    seq_len] for 1-D positions). Build it once per geometry and forward pass; every layer
+    with that geometry reuses it."""
+    r = _rotary(rotary, sections=sections, theta=theta, layout=layout, rotary_dim=rotary_dim)
+    position_ids = _tensor(position_ids, "position_ids")
+    if position_ids.dim() == 2:
+        position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
+    theta_, dim, layout_, sections_ = r._args()
+    return _ops.rotary_table(_cpu(position_ids), dim, sections_, theta_, layout_)
+
+
+def _check_device(*tensors: Tensor) -> None:
+    for name, t in zip(("q", "k"), tensors):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != "cpu":
+            raise ValueError(f"{name} is on {t.device}; circlerope's operators take CPU tensors "
+                             "(a CUDA implementation comes later)")
+
+
+def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
+                 qk_layout: str = "bhsd") -> Tuple[Tensor, Tensor]:
+    """Rotates q and k by a table from rotary_table (differentiable in q and k).
+
+    qk_layout: "bhsd" ([batch, heads, seq, head_dim], Hugging Face after transpose(1, 2); any
+    strides) or "bshd". q and k may have different head counts (GQA); head_dim may exceed
+    the rotary dim (the rest passes through). dtypes: float32, bfloat16, float16 (fused
+    kernels, float32 math) and float64 (a scalar path, for gradcheck).
+    """
+    _check_device(q, k)
+    return _ops.rotary_apply(q, k, table, pairing, qk_layout, False)
+
+
+def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16, 24, 24),
+                            theta: float = 1e6, layout: str = "chunked", pairing: str = "neox",
+                            qk_layout: str = "bhsd",
+                            rotary_dim: Optional[int] = None) -> Tuple[Tensor, Tensor]:
+    """Hugging Face's apply_multimodal_rotary_pos_emb from position_ids in one fused op:
+    builds the table (rotary_table) and rotates q and k (apply_rotary). Use RotaryEmbedding
+    to share one table across the layers of a forward pass."""
+    table = rotary_table(position_ids, sections=tuple(sections), theta=theta, layout=layout,
+                         rotary_dim=rotary_dim)
+    return apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
+
+
+def cos_sin(table: Tensor, pairing: str = "neox") -> Tuple[Tensor, Tensor]:
+    """A table as Hugging Face's (cos, sin), each [batch, seq_len, rotary_dim], so that
+    q * cos + rotate_half(q) * sin (neox) gives the same rotation; for gptj each value is
+    repeated per adjacent pair instead."""
+    half = table.size(-1) // 2
+    cos, sin = table[..., :half], table[..., half:]
+    if pairing == "neox":
+        return torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    if pairing == "gptj":
+        return cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    raise ValueError(f"pairing '{pairing}' (expected neox or gptj)")
+
+
+# ---------------------------------------------------------------------- AGE ---
+
+_SCHEME_LETTER = {"circle": "C", "mrope": "M", "vanilla": "V", "unordered": "U"}
+
+
+class AgePlan:
+    """A geometry per layer (SPEC 6): "all", "lower", "upper", "alternate" (the paper's best),
+    "strategy_1".."strategy_4", or a pattern of C/M/V/U letters repeated to `layers`."""
+
+    def __init__(self, spec: str = "alternate", layers: int = 1):
+        if not isinstance(spec, str):
+            raise ValueError(f"AGE plan spec must be a string, got {spec!r}")
+        if isinstance(layers, bool) or not isinstance(layers, int):
+            raise ValueError(f"AGE plan layers must be an int, got {layers!r}")
+        self.spec = spec
+        self.pattern, self.schemes, self._layer_geometry = _core.age_plan(spec, layers)
+
+    def __len__(self) -> int:
+        return len(self._layer_geometry)
+
+    @property
+    def layers(self) -> int:
+        return len(self)
+
+    def _check(self, layer: int) -> int:
+        if not isinstance(layer, int) or not 0 <= layer < len(self):
+            raise ValueError(f"layer {layer!r} is outside the plan's {len(self)} layers")
+        return layer
+
+    def geometry(self, layer: int) -> int:
+        """Index into `schemes` of the geometry layer `layer` uses."""
+        return self._layer_geometry[self._check(layer)]
+
+    def layer_scheme(self, layer: int) -> str:
+        return self.schemes[self.geometry(layer)]
+
+    def __repr__(self) -> str:
+        return f"AgePlan({self.spec!r}, layers={len(self)}: {self.pattern})"
+
+
+class RotaryAngles:
+    """Positions and angle tables of one forward pass under an AGE plan: one table per
+    distinct geometry, shared by its layers. Returned by RotaryEmbedding.__call__."""
+
+    def __init__(self, plan: AgePlan, rotary: RotaryConfig, position_ids: dict, rope_deltas: dict):
+        self.plan, self.rotary = plan, rotary
+        self.position_ids = position_ids  # scheme -> float32 [3, B, S]
+        self.rope_deltas = rope_deltas    # scheme -> float32 [B, 1]
+        self.tables = {s: rotary_table(p, rotary) for s, p in position_ids.items()}
+
+    def table(self, layer: int) -> Tensor:
+        """float32 [B, S, rotary_dim]: cos then sin, the angles layer `layer` uses."""
+        return self.tables[self.plan.layer_scheme(layer)]
+
+    def cos_sin(self, layer: int) -> Tuple[Tensor, Tensor]:
+        """The layer's angles as Hugging Face's (cos, sin) [B, S, rotary_dim]."""
+        return cos_sin(self.table(layer), self.rotary.pairing)
+
+    def apply(self, layer: int, q: Tensor, k: Tensor, *, qk_layout: str = "bhsd") -> Tuple[Tensor, Tensor]:
+        return apply_rotary(q, k, self.table(layer), pairing=self.rotary.pairing, qk_layout=qk_layout)
+
+    def decode(self, cache_position: int, count: int = 1) -> "RotaryAngles":
+        """Angles of the next `count` tokens; every geometry uses its own rope_deltas (the
+        reference uses the Circle-RoPE deltas for every layer; see the README)."""
+        positions = {s: decode_position_ids(d, cache_position, count) for s, d in self.rope_deltas.items()}
+        return RotaryAngles(self.plan, self.rotary, positions, self.rope_deltas)
+
+
+class RotaryEmbedding(torch.nn.Module):
+    """Per-layer rotary angles for an AGE plan. Holds no parameters.
+
+    rope = RotaryEmbedding(AgePlan("alternate", 36), rotary=RotaryConfig())
+    angles = rope(input_ids, image_grid_thw, attention_mask=mask)  # positions once per geometry
+    q, k = angles.apply(layer, q, k)
+    """
+
+    def __init__(self, plan: Union[AgePlan, str] = "all", layers: Optional[int] = None, *,
+                 rotary: Optional[RotaryConfig] = None, circle: Optional[CircleConfig] = None,
+                 vision: Optional[VisionConfig] = None):
+        super().__init__()
+        if isinstance(plan, str):
+            plan = AgePlan(plan, 1 if layers is None else layers)
+        elif not isinstance(plan, AgePlan):
+            raise ValueError(f"plan must be an AgePlan or a plan string, got {type(plan).__name__}")
+        self.plan = plan
+        self.rotary = _rotary(rotary)
+        self.circle, self.vision = _circle(circle), _vision(vision)
+
+    def forward(self, input_ids, image_grid_thw=None, video_grid_thw=None, second_per_grid_ts=None,
+                attention_mask=None) -> RotaryAngles:
+        positions, deltas = {}, {}
+        for scheme in self.plan.schemes:
+            positions[scheme], deltas[scheme] = get_rope_index(
+                input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                scheme=scheme, circle=self.circle, vision=self.vision)
+        return RotaryAngles(self.plan, self.rotary, positions, deltas)
+
+    def extra_repr(self) -> str:
+        return f"plan={self.plan.pattern}, rotary={self.rotary}, circle={self.circle}"
+
+
+# ------------------------------------------------------------------ metrics ---
+
+@dataclasses.dataclass(frozen=True)
+class CouplingMetrics:
+    """PTD (the paper's Per-Token Distance, index space) and the RoPE kernel deviation (what
+    attention sees), means over blocks; `blocks` and `rows` hold the per-block and per-row
+    figures. NaN when no row has both text and a vision block."""
+
+    ptd: float
+    rope_kernel_deviation: float
+    blocks: list
+    rows: list
+
+
+def _int64_numpy(t, name: str, dims: int) -> Optional[np.ndarray]:
+    t = _tensor(t, name)
+    if t is None:
+        return None
+    if t.is_floating_point() or t.is_complex():
+        raise ValueError(f"{name} must hold integers, got {t.dtype}")
+    if t.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimension(s), got shape {list(t.shape)}")
+    return np.ascontiguousarray(t.detach().cpu().to(torch.int64).numpy())
+
+
+def ptd(input_ids=None, image_grid_thw=None, video_grid_thw=None, second_per_grid_ts=None,
+        attention_mask=None, *, layout: Optional[str] = None, scheme: str = "circle",
+        circle: Optional[CircleConfig] = None, vision: Optional[VisionConfig] = None,
+        rotary: Optional[RotaryConfig] = None) -> CouplingMetrics:
+    """Coupling metrics of a batch (Qwen-style inputs) or of one token-free `layout`
+    ("text:5,image:3x3"), under `scheme`. The paper's Table 1 toy:
+    ptd(layout="text:5,image:3x3", scheme="vanilla").ptd == 2.222..."""
+    c, v, r = _circle(circle), _vision(vision), _rotary(rotary)
+    if layout is not None:
+        if input_ids is not None:
+            raise ValueError("ptd: give either input_ids or layout, not both")
+        out = _core.layout_metrics(layout, scheme, c._args(), v._args(), r._args())
+    else:
+        if input_ids is None:
+            raise ValueError("ptd: input_ids or layout is required")
+        seconds = _tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)
+        out = _core.batch_metrics(
+            _int64_numpy(input_ids, "input_ids", 2), _int64_numpy(attention_mask, "attention_mask", 2),
+            _int64_numpy(image_grid_thw, "image_grid_thw", 2), _int64_numpy(video_grid_thw, "video_grid_thw", 2),
+            None if seconds is None else np.ascontiguousarray(seconds.detach().cpu().to(torch.float64).numpy()),
+            scheme, c._args(), v._args(), r._args())
+    return CouplingMetrics(out["ptd"], out["rope_kernel_deviation"], out["blocks"], out["rows"])

@@ -1,0 +1,337 @@
+// circlerope PyTorch operators: torch.ops.circlerope.* (TORCH_LIBRARY "circlerope").
+//
+//   rope_index(input_ids, grids..., mask, scheme, circle..., vision...) -> (position_ids, deltas)
+//   rotary_table(position_ids, rotary_dim, sections, theta, layout)     -> table [B, S, D]
+//   rotary_apply(q, k, table, pairing, qk_layout, backward)             -> (q', k')
+//
+// rotary_apply is differentiable in q and k (the table is a constant: positions are indices,
+// not parameters). Its gradient is the same rotation by -phi, so the backward calls the op
+// itself with `backward` flipped; that makes double backward work too. The table is the
+// kernels' own layout (per token D/2 cos then D/2 sin, float32), built once per geometry and
+// forward pass and shared by every layer that uses it (AGE).
+//
+// Every invalid input raises ValueError with the core's one-line message. CPU only for now;
+// float64 q/k take a scalar path (gradcheck and debugging), the rest the vector kernels.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "circlerope/kernels.h"
+#include "circlerope/positions.h"
+#include "config_args.h"
+
+namespace {
+
+using at::Tensor;
+namespace cr = circlerope;
+
+std::string shape_of(const Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// Runs body; a circlerope::Error becomes a Python ValueError carrying the same message.
+template <class Body>
+auto guarded(const Body& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const cr::Error& e) {
+    C10_THROW_ERROR(ValueError, e.what());
+  }
+}
+
+void require_cpu(const Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.device().is_cpu(), name, " is on ", t.device(),
+                    "; circlerope's operators take CPU tensors (a CUDA implementation comes later)");
+}
+
+// An integer tensor of exactly `dims` dimensions, copied to int64 row-major.
+std::vector<std::int64_t> integers(const Tensor& t, const char* name, int dims) {
+  require_cpu(t, name);
+  TORCH_CHECK_VALUE(t.dim() == dims, name, " must have ", dims, " dimension(s), got shape ",
+                    shape_of(t));
+  TORCH_CHECK_VALUE(at::isIntegralType(t.scalar_type(), /*includeBool=*/true), name,
+                    " must hold integers, got ", t.scalar_type());
+  const Tensor c = t.to(at::kLong).contiguous();
+  return {c.data_ptr<std::int64_t>(), c.data_ptr<std::int64_t>() + c.numel()};
+}
+
+std::vector<cr::GridTHW> grids(const c10::optional<Tensor>& t, const char* name) {
+  if (!t.has_value() || !t->defined()) return {};
+  TORCH_CHECK_VALUE(t->dim() == 2 && t->size(1) == 3, name, " must have shape [N, 3] (t, h, w), got ",
+                    shape_of(*t));
+  const std::vector<std::int64_t> v = integers(*t, name, 2);
+  std::vector<cr::GridTHW> out(v.size() / 3);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = {v[3 * i], v[3 * i + 1], v[3 * i + 2]};
+  return out;
+}
+
+std::tuple<Tensor, Tensor> rope_index(
+    const Tensor& input_ids, const c10::optional<Tensor>& image_grid_thw,
+    const c10::optional<Tensor>& video_grid_thw, const c10::optional<Tensor>& second_per_grid_ts,
+    const c10::optional<Tensor>& attention_mask, const std::string& scheme,
+    const std::string& radius_mode, double radius, double radius_scale, double alpha,
+    bool move_to_origin, double dff_rate, const std::string& move_to_positive,
+    double positive_offset, std::int64_t spatial_merge_size, double tokens_per_second,
+    std::int64_t vision_start_token_id, std::int64_t image_token_id, std::int64_t video_token_id,
+    const std::string& time) {
+  return guarded([&] {
+    const std::vector<std::int64_t> ids = integers(input_ids, "input_ids", 2);
+    const std::int64_t batch = input_ids.size(0), seq_len = input_ids.size(1);
+    std::vector<std::int64_t> mask;
+    if (attention_mask.has_value() && attention_mask->defined()) {
+      TORCH_CHECK_VALUE(attention_mask->sizes() == input_ids.sizes(), "attention_mask has shape ",
+                        shape_of(*attention_mask), " but input_ids has shape ", shape_of(input_ids));
+      mask = integers(*attention_mask, "attention_mask", 2);
+    }
+    const std::vector<cr::GridTHW> images = grids(image_grid_thw, "image_grid_thw");
+    const std::vector<cr::GridTHW> videos = grids(video_grid_thw, "video_grid_thw");
+    std::vector<double> seconds;
+    if (second_per_grid_ts.has_value() && second_per_grid_ts->defined()) {
+      const Tensor& s = *second_per_grid_ts;
+      require_cpu(s, "second_per_grid_ts");
+      TORCH_CHECK_VALUE(s.dim() == 1, "second_per_grid_ts must be 1-D (one value per video), got shape ",
+                        shape_of(s));
+      TORCH_CHECK_VALUE(!s.is_complex() && s.scalar_type() != at::kBool,
+                        "second_per_grid_ts must hold real numbers, got ", s.scalar_type());
+      const Tensor c = s.to(at::kDouble).contiguous();
+      seconds.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    }
+
+    cr::Geometry geometry;
+    geometry.scheme = cr::parse_scheme(scheme);
+    geometry.circle = cr::args::circle(radius_mode, radius, radius_scale, alpha, move_to_origin,
+                                       dff_rate, move_to_positive, positive_offset);
+    const cr::VisionConfig vision =
+        cr::args::vision(spatial_merge_size, tokens_per_second, vision_start_token_id,
+                         image_token_id, video_token_id, time);
+    const cr::RopeIndexInput in{ids, batch, seq_len, mask, images, videos, seconds};
+
+    Tensor positions = at::empty({3, batch, seq_len}, at::kFloat);
+    Tensor deltas = at::empty({batch, 1}, at::kFloat);
+    cr::rope_index_into(in, vision, geometry, {positions.data_ptr<float>(), static_cast<std::size_t>(positions.numel())},
+                        {deltas.data_ptr<float>(), static_cast<std::size_t>(batch)});
+    return std::make_tuple(positions, deltas);
+  });
+}
+
+Tensor rotary_table(const Tensor& position_ids, std::int64_t rotary_dim,
+                    const std::vector<std::int64_t>& sections, double theta,
+                    const std::string& layout) {
+  return guarded([&] {
+    require_cpu(position_ids, "position_ids");
+    TORCH_CHECK_VALUE(position_ids.dim() == 3 && position_ids.size(0) == 3,
+                      "position_ids must have shape [3, batch, seq_len] (temporal, height, width), got ",
+                      shape_of(position_ids));
+    TORCH_CHECK_VALUE(!position_ids.is_complex() && position_ids.scalar_type() != at::kBool,
+                      "position_ids must hold real numbers, got ", position_ids.scalar_type());
+    const cr::RotaryConfig config = cr::args::rotary(theta, rotary_dim, layout, sections);
+    const Tensor pos = position_ids.to(at::kFloat).contiguous();
+    const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
+    Tensor table = at::empty({batch, seq_len, rotary_dim}, at::kFloat);
+    cr::make_rotary_table_into(config, pos.data_ptr<float>(), batch, seq_len,
+                               {table.data_ptr<float>(), static_cast<std::size_t>(table.numel())},
+                               at::get_num_threads());
+    return table;
+  });
+}
+
+// ---------------------------------------------------------------- rotation ---
+
+struct QkLayout {
+  bool heads_first = true;  // "bhsd" (Hugging Face's q after transpose(1, 2)) or "bshd"
+};
+
+QkLayout parse_qk_layout(const std::string& text) {
+  if (text == "bhsd") return {true};
+  if (text == "bshd") return {false};
+  C10_THROW_ERROR(ValueError, "qk_layout '" + text + "' (expected bhsd or bshd)");
+}
+
+// x as the kernels' [batch, seq, heads, head_dim] view.
+cr::HeadTensor head_view(const Tensor& x, QkLayout layout, cr::DType dtype) {
+  const int s = layout.heads_first ? 2 : 1, h = layout.heads_first ? 1 : 2;
+  return {x.data_ptr(), dtype, {x.size(0), x.size(s), x.size(h), x.size(3)},
+          {x.stride(0), x.stride(s), x.stride(h), x.stride(3)}};
+}
+
+// float64: element by element with the table's angles. Not fast; it exists so that
+// torch.autograd.gradcheck can check the op (and its backward) in double precision.
+void rotate_double(const cr::RotaryTableView& table, const cr::HeadTensor& in,
+                   const cr::HeadTensor& out, cr::Pairing pairing, bool backward) {
+  const int half = table.rotary_dim / 2;
+  const double sign = backward ? -1.0 : 1.0;
+  const auto* src = static_cast<const double*>(in.data);
+  auto* dst = static_cast<double*>(out.data);
+  at::parallel_for(0, in.shape[0] * in.shape[1], 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t b = t / in.shape[1], s = t % in.shape[1];
+      const float* row = table.values + t * table.rotary_dim;
+      for (std::int64_t h = 0; h < in.shape[2]; ++h) {
+        const double* x = src + b * in.strides[0] + s * in.strides[1] + h * in.strides[2];
+        double* y = dst + b * out.strides[0] + s * out.strides[1] + h * out.strides[2];
+        for (std::int64_t d = table.rotary_dim; d < in.shape[3]; ++d)
+          y[d * out.strides[3]] = x[d * in.strides[3]];
+        for (int i = 0; i < half; ++i) {
+          const std::int64_t i0 = pairing == cr::Pairing::neox ? i : 2 * i;
+          const std::int64_t i1 = pairing == cr::Pairing::neox ? i + half : 2 * i + 1;
+          const double c = row[i], sn = sign * row[half + i];
+          const double x0 = x[i0 * in.strides[3]], x1 = x[i1 * in.strides[3]];
+          y[i0 * out.strides[3]] = x0 * c - x1 * sn;
+          y[i1 * out.strides[3]] = x1 * c + x0 * sn;
+        }
+      }
+    }
+  });
+}
+
+std::tuple<Tensor, Tensor> rotary_apply_cpu(const Tensor& q, const Tensor& k, const Tensor& table,
+                                            const std::string& pairing_text,
+                                            const std::string& qk_layout, bool backward) {
+  return guarded([&] {
+    const cr::Pairing pairing = cr::parse_pairing(pairing_text);
+    const QkLayout layout = parse_qk_layout(qk_layout);
+    require_cpu(q, "q");
+    require_cpu(k, "k");
+    require_cpu(table, "table");
+    TORCH_CHECK_VALUE(table.dim() == 3 && table.scalar_type() == at::kFloat,
+                      "table must be float32 [batch, seq_len, rotary_dim] (from rotary_table), got ",
+                      table.scalar_type(), " ", shape_of(table));
+    const char* dims = layout.heads_first ? "[batch, heads, seq_len, head_dim]"
+                                          : "[batch, seq_len, heads, head_dim]";
+    TORCH_CHECK_VALUE(q.dim() == 4, "q must be 4-D ", dims, " (qk_layout ", qk_layout,
+                      "), got shape ", shape_of(q));
+    TORCH_CHECK_VALUE(k.dim() == 4, "k must be 4-D ", dims, " (qk_layout ", qk_layout,
+                      "), got shape ", shape_of(k));
+    TORCH_CHECK_VALUE(q.scalar_type() == k.scalar_type(), "q is ", q.scalar_type(), " but k is ",
+                      k.scalar_type(), " (rotate one dtype per call)");
+    std::optional<cr::DType> dtype;
+    switch (q.scalar_type()) {
+      case at::kFloat: dtype = cr::DType::float32; break;
+      case at::kBFloat16: dtype = cr::DType::bfloat16; break;
+      case at::kHalf: dtype = cr::DType::float16; break;
+      case at::kDouble: break;
+      default:
+        C10_THROW_ERROR(ValueError, "q and k must be float32, bfloat16, float16 or float64, got " +
+                                        std::string(c10::toString(q.scalar_type())));
+    }
+    const Tensor values = table.contiguous();
+    const cr::RotaryTableView view{values.data_ptr<float>(), values.size(0), values.size(1),
+                                   static_cast<int>(values.size(2))};
+    TORCH_CHECK_VALUE(values.size(2) >= 2 && values.size(2) <= 1024 && values.size(2) % 2 == 0,
+                      "table's last dimension (the rotary dim) is ", values.size(2),
+                      "; it must be even and in 2..1024");
+    // empty_like keeps a dense input's strides (HF's transposed q stays transposed), so the
+    // output is written in the order the input is read.
+    Tensor q_out = at::empty_like(q);
+    Tensor k_out = at::empty_like(k);
+    // float64 has no kernel dtype; its views only carry shapes and strides to the scalar path.
+    const cr::DType kd = dtype.value_or(cr::DType::float32);
+    const cr::RotaryTarget targets[] = {{head_view(q, layout, kd), head_view(q_out, layout, kd)},
+                                        {head_view(k, layout, kd), head_view(k_out, layout, kd)}};
+    if (dtype) {
+      cr::RotaryParams params;
+      params.pairing = pairing;
+      params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
+      params.threads = at::get_num_threads();
+      try {
+        cr::rotate(view, targets, params);
+      } catch (const cr::Error& e) {  // the kernels number their targets; Python has q and k
+        std::string message = e.what();
+        for (const auto& [from, to] : {std::pair{"target 0", "q"}, std::pair{"target 1", "k"}})
+          for (auto at = message.find(from); at != std::string::npos; at = message.find(from))
+            message.replace(at, std::string(from).size(), to);
+        throw cr::Error(message);
+      }
+    } else {
+      // Same checks as the kernels (shapes, table size), then the scalar path.
+      const char* names[] = {"q", "k"};
+      for (int i = 0; i < 2; ++i) {
+        const cr::HeadTensor& in = targets[i].in;
+        TORCH_CHECK_VALUE(in.shape[0] == view.batch && in.shape[1] == view.seq_len, names[i],
+                          " has batch ", in.shape[0], " and seq ", in.shape[1],
+                          " but the table was built for batch ", view.batch, " and seq ",
+                          view.seq_len);
+        TORCH_CHECK_VALUE(in.shape[3] >= view.rotary_dim, names[i], ": head_dim ", in.shape[3],
+                          " is smaller than the rotary dim ", view.rotary_dim);
+      }
+      for (const cr::RotaryTarget& t : targets) rotate_double(view, t.in, t.out, pairing, backward);
+    }
+    return std::make_tuple(q_out, k_out);
+  });
+}
+
+std::tuple<Tensor, Tensor> call_rotary_apply(const Tensor& q, const Tensor& k, const Tensor& table,
+                                             const std::string& pairing, const std::string& qk_layout,
+                                             bool backward) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("circlerope::rotary_apply", "")
+                             .typed<decltype(rotary_apply_cpu)>();
+  return op.call(q, k, table, pairing, qk_layout, backward);
+}
+
+class RotaryFunction : public torch::autograd::Function<RotaryFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const Tensor& q, const Tensor& k,
+                                                const Tensor& table, const std::string& pairing,
+                                                const std::string& qk_layout, bool backward) {
+    ctx->save_for_backward({table});
+    ctx->saved_data["pairing"] = pairing;
+    ctx->saved_data["qk_layout"] = qk_layout;
+    ctx->saved_data["backward"] = backward;
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [q_out, k_out] = call_rotary_apply(q, k, table, pairing, qk_layout, backward);
+    return {q_out, k_out};
+  }
+
+  // The rotation is linear in q and k with an orthogonal matrix per pair, so its
+  // vector-Jacobian product is the inverse rotation: the same op with -phi.
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const Tensor table = ctx->get_saved_variables()[0];
+    auto [grad_q, grad_k] = call_rotary_apply(
+        grads[0], grads[1], table, ctx->saved_data["pairing"].toStringRef(),
+        ctx->saved_data["qk_layout"].toStringRef(), !ctx->saved_data["backward"].toBool());
+    return {grad_q, grad_k, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> rotary_apply_autograd(const Tensor& q, const Tensor& k,
+                                                 const Tensor& table, const std::string& pairing,
+                                                 const std::string& qk_layout, bool backward) {
+  auto out = RotaryFunction::apply(q, k, table, pairing, qk_layout, backward);
+  return std::make_tuple(out[0], out[1]);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(circlerope, m) {
+  m.def(
+      "rope_index(Tensor input_ids, Tensor? image_grid_thw, Tensor? video_grid_thw, "
+      "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, str radius_mode, "
+      "float radius, float radius_scale, float alpha, bool move_to_origin, float dff_rate, "
+      "str move_to_positive, float positive_offset, int spatial_merge_size, "
+      "float tokens_per_second, int vision_start_token_id, int image_token_id, "
+      "int video_token_id, str time) -> (Tensor position_ids, Tensor rope_deltas)",
+      &rope_index);
+  m.def("rotary_table(Tensor position_ids, int rotary_dim, int[] sections, float theta, "
+        "str layout) -> Tensor",
+        &rotary_table);
+  m.def("rotary_apply(Tensor q, Tensor k, Tensor table, str pairing, str qk_layout, "
+        "bool backward) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(circlerope, CPU, m) { m.impl("rotary_apply", &rotary_apply_cpu); }
+
+TORCH_LIBRARY_IMPL(circlerope, Autograd, m) { m.impl("rotary_apply", &rotary_apply_autograd); }
