@@ -1,0 +1,214 @@
+"""The fused rotary op against the pure-PyTorch Hugging Face formula, its gradients
+(gradcheck in float64, and against autograd through the formula), and the 16-bit error bound."""
+import itertools
+
+import pytest
+import torch
+
+import circlerope
+from conftest import hf_apply, hf_cos_sin
+
+START, IMAGE, END = 151652, 151655, 151653
+
+# float32 math on unit-scale inputs: the table is float32 (one rounding of the exact cos/sin),
+# each output two products and a sum; 1e-5 is a few ulps of values up to ~4.
+FLOAT32_TOLERANCE = 1e-5
+
+
+def multimodal_positions(seq_len, scheme="circle", batch=1):
+    """Circle-RoPE positions of text + one image + text, seq_len tokens per row."""
+    hm, wm = 4, 6
+    text = seq_len - hm * wm - 2
+    assert text >= 2
+    row = [11] * (text // 2) + [START] + [IMAGE] * (hm * wm) + [END] + [12] * (text - text // 2)
+    return circlerope.get_rope_index(torch.tensor([row] * batch), [[1, 2 * hm, 2 * wm]] * batch,
+                                     scheme=scheme)[0]
+
+
+def make_qk(batch, seq, hq, hk, head_dim, dtype, qk_layout, generator):
+    def one(h):
+        shape = (batch, h, seq, head_dim) if qk_layout == "bhsd" else (batch, seq, h, head_dim)
+        return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+    return one(hq), one(hk)
+
+
+CASES = list(itertools.product(
+    [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+    ["neox", "gptj"],
+    [("chunked", (16, 24, 24)), ("interleaved", (24, 20, 20)), ("single", (16, 24, 24))],
+    ["bhsd", "bshd"]))
+
+
+@pytest.mark.parametrize("dtype,pairing,freq,qk_layout", CASES,
+                         ids=lambda v: str(v).replace("torch.", "") if not isinstance(v, tuple) else v[0])
+def test_rotation_equals_the_hugging_face_formula(dtype, pairing, freq, qk_layout, rng):
+    layout, sections = freq
+    position_ids = multimodal_positions(77, batch=2)
+    q, k = make_qk(2, 77, 4, 2, 128, dtype, qk_layout, rng)
+    got_q, got_k = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=sections, theta=1e6,
+                                                      layout=layout, pairing=pairing, qk_layout=qk_layout)
+    assert got_q.dtype == dtype and got_q.shape == q.shape and got_k.shape == k.shape
+    # The formula in float64 (exact angles) is the truth; 16-bit outputs are within one
+    # rounding of it, like the formula's own output is within its few roundings.
+    cos, sin = hf_cos_sin(position_ids, 128, sections, 1e6, layout)
+    want_q, want_k = hf_apply(q.double(), k.double(), cos, sin, qk_layout, pairing)
+    tolerance = {torch.float64: 1e-6, torch.float32: FLOAT32_TOLERANCE,
+                 torch.bfloat16: 2 ** -8 * 8, torch.float16: 2 ** -11 * 8}[dtype]
+    for got, want in ((got_q, want_q), (got_k, want_k)):
+        err = (got.double() - want).abs().max().item()
+        assert err <= tolerance, err
+
+
+def test_float32_equals_hugging_faces_own_float32_formula_at_small_positions(rng):
+    # HF computes the angle in float32 (|phi| * 2^-24 of phase lost); at positions < 100 that
+    # is below 1e-5, so the two float32 results agree outright.
+    position_ids = multimodal_positions(60)
+    assert position_ids.abs().max() < 100
+    q, k = make_qk(1, 60, 16, 2, 128, torch.float32, "bhsd", rng)
+    cos, sin = hf_cos_sin(position_ids, 128, angle_dtype=torch.float32)
+    want_q, want_k = hf_apply(q, k, cos, sin)
+    got_q, got_k = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    assert torch.allclose(got_q, want_q, atol=FLOAT32_TOLERANCE, rtol=0)
+    assert torch.allclose(got_k, want_k, atol=FLOAT32_TOLERANCE, rtol=0)
+
+
+def test_rotary_dim_below_head_dim_passes_the_rest_through(rng):
+    position_ids = multimodal_positions(40)
+    q, k = make_qk(1, 40, 3, 1, 80, torch.float32, "bhsd", rng)
+    got_q, got_k = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=(8, 12, 12))
+    cos, sin = hf_cos_sin(position_ids, 64, (8, 12, 12))
+    want_q, want_k = hf_apply(q.double(), k.double(), cos, sin)
+    assert torch.equal(got_q[..., 64:], q[..., 64:]) and torch.equal(got_k[..., 64:], k[..., 64:])
+    assert (got_q.double() - want_q).abs().max() < FLOAT32_TOLERANCE
+
+
+def test_strided_views_give_the_same_result_as_contiguous_copies(rng):
+    # A fused qkv projection viewed as q and k, Hugging Face's transpose, a broadcast (stride 0).
+    position_ids = multimodal_positions(33)
+    qkv = torch.randn(1, 33, 4 + 2 + 2, 64, generator=rng)
+    q, k = qkv[:, :, :4].transpose(1, 2), qkv[:, :, 4:6].transpose(1, 2)
+    assert not q.is_contiguous()
+    sections = (8, 12, 12)
+    got = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=sections)
+    want = circlerope.apply_multimodal_rotary(q.contiguous(), k.contiguous(), position_ids, sections=sections)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    one_head = torch.randn(1, 1, 33, 64, generator=rng)
+    broadcast = one_head.expand(1, 4, 33, 64)
+    got = circlerope.apply_multimodal_rotary(broadcast, k, position_ids, sections=sections)
+    want = circlerope.apply_multimodal_rotary(broadcast.contiguous(), k, position_ids, sections=sections)
+    assert torch.equal(got[0], want[0])
+
+
+def test_inputs_are_not_modified(rng):
+    position_ids = multimodal_positions(30)
+    q, k = make_qk(1, 30, 2, 1, 128, torch.bfloat16, "bhsd", rng)
+    q0, k0 = q.clone(), k.clone()
+    circlerope.apply_multimodal_rotary(q, k, position_ids)
+    assert torch.equal(q, q0) and torch.equal(k, k0)
+
+
+@pytest.mark.parametrize("pairing,qk_layout", [("neox", "bhsd"), ("gptj", "bshd")])
+def test_gradcheck_in_float64(pairing, qk_layout, rng):
+    position_ids = multimodal_positions(30)[:, :, 10:17] * 0.37  # fractional, 7 tokens
+    table = circlerope.rotary_table(position_ids, sections=(2, 1, 1))
+    q, k = make_qk(1, 7, 2, 1, 10, torch.float64, qk_layout, rng)  # head 10 > rotary dim 8
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    fn = lambda q, k: circlerope.apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
+    assert torch.autograd.gradcheck(fn, (q, k))
+    assert torch.autograd.gradgradcheck(fn, (q, k))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_gradients_equal_autograd_through_the_formula(dtype, rng):
+    position_ids = multimodal_positions(50, batch=2)
+    q, k = make_qk(2, 50, 4, 2, 128, dtype, "bhsd", rng)
+    gq, gk = make_qk(2, 50, 4, 2, 128, dtype, "bhsd", rng)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    out = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    torch.autograd.backward(out, [gq, gk])
+    got = (q.grad.double(), k.grad.double())
+    q64, k64 = q.detach().double().requires_grad_(True), k.detach().double().requires_grad_(True)
+    cos, sin = hf_cos_sin(position_ids, 128)
+    torch.autograd.backward(hf_apply(q64, k64, cos, sin), [gq.double(), gk.double()])
+    tolerance = {torch.float32: FLOAT32_TOLERANCE, torch.bfloat16: 2 ** -8 * 8, torch.float16: 2 ** -11 * 8}[dtype]
+    assert got[0].dtype == torch.float64
+    assert (got[0] - q64.grad).abs().max() <= tolerance
+    assert (got[1] - k64.grad).abs().max() <= tolerance
+
+
+def test_an_unused_output_gets_zero_gradient(rng):
+    position_ids = multimodal_positions(40)
+    q, k = make_qk(1, 40, 2, 1, 128, torch.float32, "bhsd", rng)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    q_out, _ = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    q_out.sum().backward()
+    assert k.grad is None or torch.count_nonzero(k.grad) == 0
+    assert q.grad is not None and torch.count_nonzero(q.grad) > 0
+
+
+@pytest.mark.parametrize("dtype,unit", [(torch.bfloat16, 2 ** -8), (torch.float16, 2 ** -11)])
+def test_16_bit_error_is_within_twice_the_pure_pytorch_error(dtype, unit, rng):
+    # Qwen2.5-VL-3B shapes at S = 1024; truth = the formula in float64 on the same 16-bit inputs.
+    position_ids = multimodal_positions(1024)
+    q, k = make_qk(1, 1024, 16, 2, 128, dtype, "bhsd", rng)
+    cos, sin = hf_cos_sin(position_ids, 128)
+    truth = hf_apply(q.double(), k.double(), cos, sin)
+    ours = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    naive = hf_apply(q, k, cos.float(), sin.float())  # HF: cos/sin cast to the dtype, math in it
+    ours_err = max((o.double() - t).abs().max().item() for o, t in zip(ours, truth))
+    naive_err = max((n.double() - t).abs().max().item() for n, t in zip(naive, truth))
+    print(f"{dtype}: circlerope max error {ours_err:.3e}, pure PyTorch {naive_err:.3e}")
+    assert ours_err <= 2 * naive_err
+    # One rounding to the storage type: half an ulp, at most unit * |value|, plus float32 error.
+    for o, t in zip(ours, truth):
+        assert torch.all((o.double() - t).abs() <= unit * t.abs() + FLOAT32_TOLERANCE)
+
+
+def test_adjoint_identity_of_the_fused_backward(rng):
+    # <R x, g> = <x, R^T g> in float32 on the kernels (no float64 path involved).
+    position_ids = multimodal_positions(64)
+    table = circlerope.rotary_table(position_ids)
+    x, y = make_qk(1, 64, 16, 2, 128, torch.float32, "bhsd", rng)
+    g, h = make_qk(1, 64, 16, 2, 128, torch.float32, "bhsd", rng)
+    rx, ry = torch.ops.circlerope.rotary_apply(x, y, table, "neox", "bhsd", False)
+    tg, th = torch.ops.circlerope.rotary_apply(g, h, table, "neox", "bhsd", True)
+    lhs = (rx.double() * g.double()).sum() + (ry.double() * h.double()).sum()
+    rhs = (x.double() * tg.double()).sum() + (y.double() * th.double()).sum()
+    assert abs(lhs - rhs) <= 1e-5 * (x.numel() ** 0.5)
+
+
+def test_cos_sin_reproduce_the_table_in_hugging_faces_format(rng):
+    position_ids = multimodal_positions(40)
+    table = circlerope.rotary_table(position_ids)
+    cos, sin = circlerope.cos_sin(table)
+    want_cos, want_sin = hf_cos_sin(position_ids, 128)
+    assert cos.shape == (1, 40, 128)
+    assert (cos.double() - want_cos).abs().max() < 1e-7 and (sin.double() - want_sin).abs().max() < 1e-7
+    q, k = make_qk(1, 40, 2, 1, 128, torch.float32, "bhsd", rng)
+    via_hf = hf_apply(q, k, cos, sin)
+    fused = circlerope.apply_rotary(q, k, table)
+    assert torch.allclose(via_hf[0], fused[0], atol=FLOAT32_TOLERANCE, rtol=0)
+
+
+def test_one_dimensional_position_ids_mean_plain_rope(rng):
+    pos = torch.arange(25, dtype=torch.float32).view(1, 25)
+    a = circlerope.rotary_table(pos, layout="single", rotary_dim=64)
+    b = circlerope.rotary_table(pos.unsqueeze(0).expand(3, 1, 25), layout="single", rotary_dim=64)
+    assert torch.equal(a, b) and a.shape == (1, 25, 64)
+
+
+def test_threads_do_not_change_the_result(rng):
+    position_ids = multimodal_positions(512)
+    q, k = make_qk(1, 512, 16, 2, 128, torch.bfloat16, "bhsd", rng)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = circlerope.apply_multimodal_rotary(q, k, position_ids)
+        torch.set_num_threads(max(2, before))
+        many = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one[0], many[0]) and torch.equal(one[1], many[1])
