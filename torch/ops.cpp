@@ -106,6 +106,10 @@ std::tuple<Tensor, Tensor> rope_index(
                         "second_per_grid_ts must hold real numbers, got ", s.scalar_type());
       const Tensor c = s.to(at::kDouble).contiguous();
       seconds.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+      // The core reads an empty list as "not given" (1.0 s each); a tensor that was given
+      // but is empty is the caller's mistake, as it is in the reference (an IndexError there).
+      TORCH_CHECK_VALUE(!seconds.empty() || videos.empty(), "second_per_grid_ts has 0 entries but video_grid_thw has ",
+                        videos.size(), " (one value per video, or None for 1.0 s each)");
     }
 
     cr::Geometry geometry;

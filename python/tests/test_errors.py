@@ -1,0 +1,119 @@
+"""Bad inputs raise ValueError (or RuntimeError) with a message naming the value; nothing
+crashes the interpreter. Each case runs in this process, so a crash would fail the suite."""
+import math
+
+import pytest
+import torch
+
+import circlerope
+
+START, IMAGE, END = 151652, 151655, 151653
+IDS = torch.tensor([[5, START] + [IMAGE] * 6 + [END, 6]])
+GRID = torch.tensor([[1, 4, 6]])
+
+
+def qk(dtype=torch.float32, s=10, d=128, layout="bhsd"):
+    shape = (lambda h: (1, h, s, d)) if layout == "bhsd" else (lambda h: (1, s, h, d))
+    return torch.randn(shape(4)).to(dtype), torch.randn(shape(2)).to(dtype)
+
+
+POSITIONS = circlerope.get_rope_index(IDS, GRID)[0]
+TABLE = circlerope.rotary_table(POSITIONS)
+
+CASES = {
+    # get_rope_index
+    "float input_ids": (lambda: circlerope.get_rope_index(IDS.float(), GRID), "input_ids must hold integers"),
+    "1-D input_ids": (lambda: circlerope.get_rope_index(IDS[0], GRID), "input_ids must have 2 dimension"),
+    "grid shape": (lambda: circlerope.get_rope_index(IDS, GRID[0]), "image_grid_thw must have shape [N, 3]"),
+    "float grid": (lambda: circlerope.get_rope_index(IDS, GRID.float()), "image_grid_thw must hold integers"),
+    "grid not divisible": (lambda: circlerope.get_rope_index(IDS, [[1, 3, 6]]), "h=3 is not divisible by spatial_merge_size=2"),
+    "grid too large": (lambda: circlerope.get_rope_index(IDS, [[1, 4, 8]]), "image"),
+    "more grids than blocks": (lambda: circlerope.get_rope_index(IDS, [[1, 4, 6], [1, 2, 2]]), "image_grid_thw"),
+    "fewer grids than blocks": (lambda: circlerope.get_rope_index(IDS, None), "image"),
+    "zero grid": (lambda: circlerope.get_rope_index(IDS, [[1, 0, 6]]), "[1, 0, 6] (image block 0 of row 0): every side must be >= 1"),
+    "negative grid": (lambda: circlerope.get_rope_index(IDS, [[1, -4, 6]]), "-4"),
+    "mask shape": (lambda: circlerope.get_rope_index(IDS, GRID, attention_mask=torch.ones(1, 5)), "attention_mask has shape"),
+    "mask values": (lambda: circlerope.get_rope_index(IDS, GRID, attention_mask=torch.full_like(IDS, 2)), "mask"),
+    "float mask": (lambda: circlerope.get_rope_index(IDS, GRID, attention_mask=torch.ones(IDS.shape)), "attention_mask must hold integers"),
+    "scheme": (lambda: circlerope.get_rope_index(IDS, GRID, scheme="circular"), "circular"),
+    "circle as dict": (lambda: circlerope.get_rope_index(IDS, GRID, circle={"radius": 10}), "must be a circlerope.CircleConfig"),
+    "vision as dict": (lambda: circlerope.get_rope_index(IDS, GRID, vision={}), "must be a circlerope.VisionConfig"),
+    "seconds too short": (lambda: circlerope.get_rope_index(
+        torch.tensor([[START] + [151656] * 4]), video_grid_thw=[[2, 2, 4]], second_per_grid_ts=[]), "second_per_grid_ts has 0 entries but video_grid_thw has 1"),
+    "seconds too long": (lambda: circlerope.get_rope_index(
+        torch.tensor([[START] + [151656] * 4]), video_grid_thw=[[2, 2, 4]], second_per_grid_ts=[1.0, 2.0]),
+        "second_per_grid_ts has 2 entries but video_grid_thw has 1"),
+    "seconds 2-D": (lambda: circlerope.get_rope_index(IDS, GRID, second_per_grid_ts=[[1.0]]), "second_per_grid_ts must be 1-D"),
+    "ragged input_ids": (lambda: circlerope.get_rope_index([[1, 2], [3]]), "input_ids: cannot be read as a tensor"),
+    # configs
+    "radius negative": (lambda: circlerope.CircleConfig(radius=-1), "radius"),
+    "radius nan": (lambda: circlerope.CircleConfig(radius=math.nan), "radius"),
+    "radius text": (lambda: circlerope.CircleConfig(radius="big"), "radius 'big'"),
+    "radius auto-k": (lambda: circlerope.CircleConfig(radius="auto-x"), "radius 'auto-x'"),
+    "radius auto-0": (lambda: circlerope.CircleConfig(radius="auto-0"), "radius"),
+    "alpha": (lambda: circlerope.CircleConfig(alpha=1.5), "alpha must be in [0, 1] (got 1.5)"),
+    "dff": (lambda: circlerope.CircleConfig(dff_rate=-0.1), "dff"),
+    "positive": (lambda: circlerope.CircleConfig(move_to_positive="yes"), "move_to_positive 'yes'"),
+    "merge size": (lambda: circlerope.VisionConfig(spatial_merge_size=0), "spatial_merge_size"),
+    "time": (lambda: circlerope.VisionConfig(time="frames"), "time 'frames'"),
+    "sections sum": (lambda: circlerope.RotaryConfig(sections=(16, 24, 23), rotary_dim=128), "sections [16, 24, 23]"),
+    "theta": (lambda: circlerope.RotaryConfig(theta=0), "rope_theta"),
+    "pairing config": (lambda: circlerope.RotaryConfig(pairing="llama"), "pairing 'llama'"),
+    "layout config": (lambda: circlerope.RotaryConfig(layout="spiral"), "spiral"),
+    "odd rotary dim": (lambda: circlerope.RotaryConfig(layout="single", rotary_dim=7), "rotary dim"),
+    "plan": (lambda: circlerope.AgePlan("zigzag", 4), "zigzag"),
+    "plan layers": (lambda: circlerope.AgePlan("all", 0), "layers"),
+    "plan layer index": (lambda: circlerope.AgePlan("all", 2).layer_scheme(2), "layer 2 is outside"),
+    # rotary_table
+    "positions shape": (lambda: circlerope.rotary_table(POSITIONS[:2]), "position_ids must have shape [3, batch, seq_len]"),
+    "positions nan": (lambda: circlerope.rotary_table(POSITIONS.clone().index_fill_(2, torch.tensor([3]), math.nan)),
+                      "token 3 is nan (positions must be finite)"),
+    "positions complex": (lambda: circlerope.rotary_table(POSITIONS.to(torch.complex64)), "real numbers"),
+    # apply_rotary / apply_multimodal_rotary
+    "3-D q": (lambda: circlerope.apply_rotary(qk()[0][0], qk()[1], TABLE), "q must be 4-D"),
+    "int q": (lambda: circlerope.apply_rotary(*(t.to(torch.int32) for t in qk()), TABLE), "must be float32, bfloat16, float16 or float64, got Int"),
+    "q/k dtypes": (lambda: circlerope.apply_rotary(qk()[0], qk()[1].double(), TABLE), "q is Float but k is Double"),
+    "table dtype": (lambda: circlerope.apply_rotary(*qk(), TABLE.double()), "table must be float32"),
+    "table shape": (lambda: circlerope.apply_rotary(*qk(), TABLE[0]), "table must be float32 [batch, seq_len, rotary_dim]"),
+    "table odd": (lambda: circlerope.apply_rotary(*qk(), TABLE[..., :7]), "rotary dim) is 7"),
+    "seq mismatch": (lambda: circlerope.apply_rotary(*qk(s=11), TABLE), "q: shape [1, 11, 4, 128] has batch 1 and seq 11 but the table was built for batch 1 and seq 10"),
+    "head too small": (lambda: circlerope.apply_rotary(*qk(d=64), TABLE), "head_dim 64 is smaller than the rotary dim 128"),
+    "head too small f64": (lambda: circlerope.apply_rotary(*qk(torch.float64, d=64), TABLE), "head_dim 64 is smaller"),
+    "seq mismatch f64": (lambda: circlerope.apply_rotary(*qk(torch.float64, s=9), TABLE), "q has batch 1 and seq 9"),
+    "layout swap": (lambda: circlerope.apply_rotary(*qk(layout="bshd"), TABLE), "seq 4"),
+    "pairing": (lambda: circlerope.apply_rotary(*qk(), TABLE, pairing="llama"), "llama"),
+    "qk_layout": (lambda: circlerope.apply_rotary(*qk(), TABLE, qk_layout="sbhd"), "qk_layout 'sbhd'"),
+    "q not a tensor": (lambda: circlerope.apply_rotary([1.0], qk()[1], TABLE), "q must be a torch.Tensor"),
+    "meta device": (lambda: circlerope.apply_rotary(*(t.to("meta") for t in qk()), TABLE), "q is on meta"),
+    "multimodal sections": (lambda: circlerope.apply_multimodal_rotary(*qk(), POSITIONS, sections=(16, 24)), "sections"),
+    # metrics and decoding
+    "ptd both": (lambda: circlerope.ptd(IDS, GRID, layout="text:3"), "either input_ids or layout"),
+    "ptd none": (lambda: circlerope.ptd(), "input_ids or layout is required"),
+    "ptd layout": (lambda: circlerope.ptd(layout="text:3,picture:2x2"), "picture"),
+    "ptd float ids": (lambda: circlerope.ptd(IDS.float(), GRID), "input_ids must hold integers"),
+    "decode negative": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), -1), "first_cache_position"),
+    "decode shape": (lambda: circlerope.decode_position_ids(torch.zeros(2, 2), 0), "rope_deltas must have shape"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_raises_with_the_offending_value(name):
+    call, message = CASES[name]
+    with pytest.raises(ValueError) as info:
+        call()
+    assert message in str(info.value), str(info.value)
+    assert "\n" not in str(info.value).strip(), "one-line messages, no C++ backtrace"
+
+
+def test_a_failed_call_leaves_the_library_usable():
+    with pytest.raises(ValueError):
+        circlerope.get_rope_index(IDS, [[1, 3, 6]])
+    pos, _ = circlerope.get_rope_index(IDS, GRID)
+    assert torch.equal(pos, POSITIONS)
+
+
+def test_cuda_tensors_are_refused_with_a_clear_message_or_skipped():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    with pytest.raises(ValueError, match="CPU tensors"):
+        circlerope.apply_rotary(*(t.cuda() for t in qk()), TABLE)
