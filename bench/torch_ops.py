@@ -61,8 +61,12 @@ def cpu_model():
 
 
 def machine_facts():
+    # glibc serves blocks of 32 MiB and more (a float32 q here) with fresh mmaps, so their
+    # page faults count in both sides' times; MALLOC_* variables change that, so they are shown
+    malloc = {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")}
     return {"torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version()}
+            "cpus": os.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
+            "malloc_env": malloc}
 
 
 # ------------------------------------------------------------------- timing ---
@@ -204,6 +208,8 @@ def bench_positions(reps, seconds, warmup):
 def print_tables(facts, rotation, positions):
     print(f"torch {facts['torch']}, {facts['threads']} threads ({facts['cpus']} CPUs), "
           f"CPU: {facts['cpu']}, Python {facts['python']}")
+    if facts["malloc_env"]:
+        print("malloc settings: " + " ".join(f"{k}={v}" for k, v in facts["malloc_env"].items()))
     print()
     print(f"rotation fwd+bwd, q [1,{HEADS_Q},S,{HEAD_DIM}], k [1,{HEADS_KV},S,{HEAD_DIM}], "
           f"sections {SECTIONS}, theta {THETA:g}, circle position_ids")

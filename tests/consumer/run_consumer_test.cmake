@@ -23,3 +23,9 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -G ${G
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix "-DCMAKE_CXX_FLAGS=${flags}")
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
+
+# With the PyTorch component: the installed Python package imports and runs from the prefix.
+if(PYTHON)
+  run(${CMAKE_COMMAND} -E env PYTHONPATH=${WORK_DIR}/prefix/${PYTHON_DIR} ${PYTHON} -c
+      "import circlerope, torch; p, d = circlerope.get_rope_index(torch.tensor([[1, 2, 3]])); q = torch.ones(1, 1, 3, 128); print('installed', circlerope.__file__, circlerope.apply_multimodal_rotary(q, q, p)[0].shape)")
+endif()
