@@ -26,6 +26,6 @@ run(${WORK_DIR}/build/consumer)
 
 # With the PyTorch component: the installed Python package imports and runs from the prefix.
 if(PYTHON)
-  run(${CMAKE_COMMAND} -E env PYTHONPATH=${WORK_DIR}/prefix/${PYTHON_DIR} ${PYTHON} -c
-      "import circlerope, torch; p, d = circlerope.get_rope_index(torch.tensor([[1, 2, 3]])); q = torch.ones(1, 1, 3, 128); print('installed', circlerope.__file__, circlerope.apply_multimodal_rotary(q, q, p)[0].shape)")
+  run(${CMAKE_COMMAND} -E env PYTHONPATH=${WORK_DIR}/prefix/${PYTHON_DIR}
+      ${PYTHON} ${SOURCE_DIR}/tests/consumer/consumer.py)
 endif()
