@@ -238,7 +238,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    reps, seconds, warmup = (2, 0.0, 1) if args.quick else (7, 0.5, 3)
+    reps, seconds, warmup = (2, 0.0, 1) if args.quick else (11, 1.0, 3)
 
     input_ids, image_grid_thw = multimodal_request()
     position_ids, _ = circlerope.get_rope_index(input_ids, image_grid_thw, scheme="circle", circle=CIRCLE)
