@@ -73,14 +73,16 @@ def machine_facts():
 
 def median_ms_alternating(fns, min_reps, min_seconds, warmup):
     """Median milliseconds per call of each function in `fns` (name -> callable, or
-    name -> (callable, calls per repetition)). Every repetition runs all of them in turn."""
+    name -> (callable, calls per repetition)). Every repetition runs all of them in turn;
+    repetitions go on until there are min_reps of them and the loop has run
+    len(fns) * min_seconds seconds in all."""
     plan = {name: (f if isinstance(f, tuple) else (f, 1)) for name, f in fns.items()}
     for fn, calls in plan.values():
         for _ in range(warmup * calls):
             fn()
     runs = {name: [] for name in plan}
     start = time.perf_counter()
-    while len(next(iter(runs.values()))) < min_reps or time.perf_counter() - start < 2 * min_seconds:
+    while len(next(iter(runs.values()))) < min_reps or time.perf_counter() - start < len(plan) * min_seconds:
         for name, (fn, calls) in plan.items():
             t = time.perf_counter()
             for _ in range(calls):
