@@ -73,9 +73,14 @@ class CircleConfig:
     move_to_positive: Union[None, str, float] = None
 
     def __post_init__(self):
-        _core.validate_circle(self._args())
+        args = self._compute_args()
+        _core.validate_circle(args)
+        object.__setattr__(self, "_cached_args", args)  # frozen: computed once
 
     def _args(self) -> tuple:
+        return self._cached_args
+
+    def _compute_args(self) -> tuple:
         radius, radius_mode, scale = self.radius, "fixed", 1.0
         if isinstance(radius, str):
             if radius == "auto":
@@ -125,9 +130,14 @@ class VisionConfig:
     time: str = "seconds"
 
     def __post_init__(self):
-        _core.validate_vision(self._args())
+        args = self._compute_args()
+        _core.validate_vision(args)
+        object.__setattr__(self, "_cached_args", args)
 
     def _args(self) -> tuple:
+        return self._cached_args
+
+    def _compute_args(self) -> tuple:
         return (int(self.spatial_merge_size), float(self.tokens_per_second),
                 int(self.vision_start_token_id), int(self.image_token_id), int(self.video_token_id),
                 str(self.time))
@@ -175,9 +185,13 @@ class RotaryConfig:
         return (float(self.theta), self.dim, str(self.layout), sections)
 
 
+_DEFAULT_CIRCLE = CircleConfig()
+_DEFAULT_VISION = VisionConfig()
+
+
 def _circle(circle: Optional[CircleConfig]) -> CircleConfig:
     if circle is None:
-        return CircleConfig()
+        return _DEFAULT_CIRCLE
     if not isinstance(circle, CircleConfig):
         raise ValueError(f"circle must be a circlerope.CircleConfig, got {type(circle).__name__}")
     return circle
@@ -185,7 +199,7 @@ def _circle(circle: Optional[CircleConfig]) -> CircleConfig:
 
 def _vision(vision: Optional[VisionConfig]) -> VisionConfig:
     if vision is None:
-        return VisionConfig()
+        return _DEFAULT_VISION
     if not isinstance(vision, VisionConfig):
         raise ValueError(f"vision must be a circlerope.VisionConfig, got {type(vision).__name__}")
     return vision
@@ -204,7 +218,9 @@ def _tensor(value, name: str, dtype=None) -> Optional[Tensor]:
 
 
 def _cpu(t: Optional[Tensor]) -> Optional[Tensor]:
-    return None if t is None else t.detach().cpu()
+    if t is None or (t.device.type == "cpu" and not t.requires_grad):
+        return t
+    return t.detach().cpu()
 
 
 # ---------------------------------------------------------------- positions ---
@@ -231,8 +247,9 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
         _cpu(_tensor(video_grid_thw, "video_grid_thw")),
         _cpu(_tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)),
         _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args())
-    device = input_ids.device
-    return position_ids.to(device), rope_deltas.to(device)
+    if input_ids.device.type != "cpu":
+        return position_ids.to(input_ids.device), rope_deltas.to(input_ids.device)
+    return position_ids, rope_deltas
 
 
 def decode_position_ids(rope_deltas, cache_position: int, count: int = 1) -> Tensor:

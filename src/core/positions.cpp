@@ -296,6 +296,13 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
       continue;
     }
     const int64_t* mask = input.attention_mask.data() + b * seq;
+    if (std::all_of(mask, mask + seq, [](int64_t m) { return m == 1; })) {
+      // No padding in this row (every row of an unpadded batch): place it in place, as
+      // without a mask, instead of compacting into scratch and scattering back.
+      splitter.split(b, ids, seq, nullptr, chunks);
+      rope_deltas[b] = placer.place_row(chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
+      continue;
+    }
     real.clear();
     compact_ids.clear();
     for (int64_t s = 0; s < seq; ++s) {
