@@ -137,6 +137,7 @@ py::dict layout_metrics(const std::string& layout, const std::string& scheme,
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "circlerope core: configs, AGE plans and coupling metrics (no torch)";
+  m.attr("__version__") = CIRCLEROPE_VERSION;
   m.def("validate_circle", [](const py::tuple& t) { circle_from(t); });
   m.def("validate_vision", [](const py::tuple& t) { vision_from(t); });
   m.def("validate_rotary", [](const py::tuple& t) { rotary_from(t); });

@@ -31,6 +31,8 @@ import torch
 
 from . import _core
 
+__version__ = _core.__version__
+
 __all__ = [
     "CircleConfig", "VisionConfig", "RotaryConfig", "AgePlan", "CouplingMetrics",
     "get_rope_index", "rotary_table", "apply_rotary", "apply_multimodal_rotary", "cos_sin",

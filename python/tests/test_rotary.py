@@ -212,3 +212,22 @@ def test_threads_do_not_change_the_result(rng):
     finally:
         torch.set_num_threads(before)
     assert torch.equal(one[0], many[0]) and torch.equal(one[1], many[1])
+
+
+def test_the_operators_work_from_torchscript(rng):
+    # torch.ops.circlerope.* have schemas, so scripted models (and C++ libtorch programs that
+    # load libcirclerope_torch.so) can call them.
+    @torch.jit.script
+    def rotate(q: torch.Tensor, k: torch.Tensor, position_ids: torch.Tensor):
+        table = torch.ops.circlerope.rotary_table(position_ids, 128, [16, 24, 24], 1e6, "chunked")
+        return torch.ops.circlerope.rotary_apply(q, k, table, "neox", "bhsd", False)
+
+    position_ids = multimodal_positions(40)
+    q, k = make_qk(1, 40, 4, 2, 128, torch.float32, "bhsd", rng)
+    got = rotate(q, k, position_ids)
+    want = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_version_comes_from_the_build():
+    assert circlerope.__version__.count(".") == 2
