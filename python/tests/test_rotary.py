@@ -231,3 +231,14 @@ def test_the_operators_work_from_torchscript(rng):
 
 def test_version_comes_from_the_build():
     assert circlerope.__version__.count(".") == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_empty_sequences_rotate_and_differentiate(dtype):
+    q = torch.zeros(1, 4, 0, 128, dtype=dtype, requires_grad=True)
+    k = torch.zeros(1, 2, 0, 128, dtype=dtype, requires_grad=True)
+    q_out, k_out = circlerope.apply_multimodal_rotary(q, k, torch.zeros(3, 1, 0))
+    (q_out.sum() + k_out.sum()).backward()
+    assert q_out.shape == q.shape and q.grad.shape == q.shape
+    position_ids, rope_deltas = circlerope.get_rope_index(torch.zeros(2, 0, dtype=torch.long))
+    assert position_ids.shape == (3, 2, 0) and rope_deltas.tolist() == [[0.0], [0.0]]
