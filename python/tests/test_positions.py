@@ -182,3 +182,15 @@ def test_rotary_embedding_builds_one_table_per_geometry_and_decodes_per_geometry
     assert torch.equal(step.position_ids["mrope"], circlerope.decode_position_ids(mrope_deltas, ids.shape[1], 2))
     assert torch.equal(step.position_ids["circle"], circlerope.decode_position_ids(circle_deltas, ids.shape[1], 2))
     assert step.table(1).shape == (1, 2, 16)
+
+
+def test_vision_config_reads_a_hugging_face_config():
+    from types import SimpleNamespace
+    qwen25 = SimpleNamespace(vision_start_token_id=1, image_token_id=2, video_token_id=3,
+                             vision_config=SimpleNamespace(spatial_merge_size=2, tokens_per_second=4))
+    v = circlerope.VisionConfig.from_hf_config(qwen25)
+    assert (v.vision_start_token_id, v.image_token_id, v.video_token_id) == (1, 2, 3)
+    assert v.tokens_per_second == 4 and v.time == "seconds"
+    qwen2 = SimpleNamespace(vision_start_token_id=1, image_token_id=2, video_token_id=3,
+                            vision_config=SimpleNamespace(spatial_merge_size=2))
+    assert circlerope.VisionConfig.from_hf_config(qwen2).time == "index"  # Qwen2-VL: frame index
