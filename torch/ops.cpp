@@ -83,7 +83,8 @@ std::vector<cr::GridTHW> grids(const c10::optional<Tensor>& t, const char* name)
   if (!t.has_value() || !t->defined()) return {};
   TORCH_CHECK_VALUE(t->dim() == 2 && t->size(1) == 3, name, " must have shape [N, 3] (t, h, w), got ",
                     shape_of(*t));
-  const std::span<const std::int64_t> v = integers(*t, name, 2).values;
+  const Int64Data data = integers(*t, name, 2);  // named: a converted copy must outlive the loop
+  const std::span<const std::int64_t> v = data.values;
   std::vector<cr::GridTHW> out(v.size() / 3);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = {v[3 * i], v[3 * i + 1], v[3 * i + 2]};
   return out;
@@ -261,12 +262,23 @@ std::tuple<Tensor, Tensor> rotary_apply_cpu(const Tensor& q, const Tensor& k, co
         C10_THROW_ERROR(ValueError, "q and k must be float32, bfloat16, float16 or float64, got " +
                                         std::string(c10::toString(q.scalar_type())));
     }
+    TORCH_CHECK_VALUE(table.size(2) >= 2 && table.size(2) <= 1024 && table.size(2) % 2 == 0,
+                      "table's last dimension (the rotary dim) is ", table.size(2),
+                      "; it must be even and in 2..1024");
+    // Sizes against the table, in the caller's dimension order (the kernels would report
+    // them in theirs, [batch, seq, heads, head_dim]).
+    const int seq_dim = layout.heads_first ? 2 : 1;
+    for (const auto& [name, x] : {std::pair<const char*, const Tensor&>{"q", q}, {"k", k}}) {
+      TORCH_CHECK_VALUE(x.size(0) == table.size(0) && x.size(seq_dim) == table.size(1), name,
+                        " has shape ", shape_of(x), " (", qk_layout, "): batch ", x.size(0),
+                        " and seq_len ", x.size(seq_dim), ", but the table was built for batch ",
+                        table.size(0), " and seq_len ", table.size(1));
+      TORCH_CHECK_VALUE(x.size(3) >= table.size(2), name, " has head_dim ", x.size(3),
+                        ", smaller than the table's rotary dim ", table.size(2));
+    }
     const Tensor values = table.contiguous();
     const cr::RotaryTableView view{values.data_ptr<float>(), values.size(0), values.size(1),
                                    static_cast<int>(values.size(2))};
-    TORCH_CHECK_VALUE(values.size(2) >= 2 && values.size(2) <= 1024 && values.size(2) % 2 == 0,
-                      "table's last dimension (the rotary dim) is ", values.size(2),
-                      "; it must be even and in 2..1024");
     // empty_like keeps a dense input's strides (HF's transposed q stays transposed), so the
     // output is written in the order the input is read.
     Tensor q_out = at::empty_like(q);
@@ -277,33 +289,22 @@ std::tuple<Tensor, Tensor> rotary_apply_cpu(const Tensor& q, const Tensor& k, co
     const cr::DType kd = dtype.value_or(cr::DType::float32);
     const cr::RotaryTarget targets[] = {{head_view(q, layout, kd), head_view(q_out, layout, kd)},
                                         {head_view(k, layout, kd), head_view(k_out, layout, kd)}};
-    if (dtype) {
-      cr::RotaryParams params;
-      params.pairing = pairing;
-      params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
-      params.threads = at::get_num_threads();
-      try {
-        cr::rotate(view, targets, params);
-      } catch (const cr::Error& e) {  // the kernels number their targets; Python has q and k
-        std::string message = e.what();
-        for (const auto& [from, to] : {std::pair{"target 0", "q"}, std::pair{"target 1", "k"}})
-          for (auto at = message.find(from); at != std::string::npos; at = message.find(from))
-            message.replace(at, std::string(from).size(), to);
-        throw cr::Error(message);
-      }
-    } else {
-      // Same checks as the kernels (shapes, table size), then the scalar path.
-      const char* names[] = {"q", "k"};
-      for (int i = 0; i < 2; ++i) {
-        const cr::HeadTensor& in = targets[i].in;
-        TORCH_CHECK_VALUE(in.shape[0] == view.batch && in.shape[1] == view.seq_len, names[i],
-                          " has batch ", in.shape[0], " and seq ", in.shape[1],
-                          " but the table was built for batch ", view.batch, " and seq ",
-                          view.seq_len);
-        TORCH_CHECK_VALUE(in.shape[3] >= view.rotary_dim, names[i], ": head_dim ", in.shape[3],
-                          " is smaller than the rotary dim ", view.rotary_dim);
-      }
+    if (!dtype) {
       for (const cr::RotaryTarget& t : targets) rotate_double(view, t.in, t.out, pairing, backward);
+      return std::make_tuple(q_out, k_out);
+    }
+    cr::RotaryParams params;
+    params.pairing = pairing;
+    params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
+    params.threads = at::get_num_threads();
+    try {
+      cr::rotate(view, targets, params);
+    } catch (const cr::Error& e) {  // the kernels number their targets; Python has q and k
+      std::string message = e.what();
+      for (const auto& [from, to] : {std::pair{"target 0", "q"}, std::pair{"target 1", "k"}})
+        for (auto at = message.find(from); at != std::string::npos; at = message.find(from))
+          message.replace(at, std::string(from).size(), to);
+      throw cr::Error(message);
     }
     return std::make_tuple(q_out, k_out);
   });
@@ -324,7 +325,8 @@ class RotaryFunction : public torch::autograd::Function<RotaryFunction> {
                                                 const Tensor& q, const Tensor& k,
                                                 const Tensor& table, const std::string& pairing,
                                                 const std::string& qk_layout, bool backward) {
-    ctx->save_for_backward({table});
+    // A table built under torch.inference_mode() cannot be saved for backward; a copy can.
+    ctx->save_for_backward({table.is_inference() ? table.clone() : table});
     ctx->saved_data["pairing"] = pairing;
     ctx->saved_data["qk_layout"] = qk_layout;
     ctx->saved_data["backward"] = backward;

@@ -107,6 +107,19 @@ def test_inputs_as_lists_int32_and_bool_masks_give_the_same_positions():
     assert got[0][:, 0, -1].tolist() == [1.0, 1.0, 1.0]  # masked tokens get 1, as in Qwen
 
 
+@pytest.mark.parametrize("convert", [lambda g: g.to(torch.int32), lambda g: g.to(torch.int16),
+                                     lambda g: torch.stack([g, g], -1)[..., 0]],
+                         ids=["int32", "int16", "non-contiguous"])
+def test_grids_of_any_integer_dtype_and_layout_give_the_same_positions(convert):
+    # Regression: a converted grid was read after its temporary copy had been freed.
+    ids = torch.tensor([[5, START] + [IMAGE] * 6 + [END, START] + [VIDEO] * 8 + [END]])
+    images, videos = torch.tensor([[1, 4, 6]]), torch.tensor([[2, 4, 4]])
+    want = circlerope.get_rope_index(ids, images, videos)
+    for _ in range(20):  # freed memory would not keep the values from call to call
+        got = circlerope.get_rope_index(ids, convert(images), convert(videos))
+        assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+
+
 def test_non_contiguous_input_ids_are_read_correctly():
     ids = torch.tensor([[5, START] + [IMAGE] * 4 + [END, 6]] * 2).t().contiguous().t()  # column-major
     assert not ids.is_contiguous()

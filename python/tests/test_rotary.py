@@ -242,3 +242,14 @@ def test_empty_sequences_rotate_and_differentiate(dtype):
     assert q_out.shape == q.shape and q.grad.shape == q.shape
     position_ids, rope_deltas = circlerope.get_rope_index(torch.zeros(2, 0, dtype=torch.long))
     assert position_ids.shape == (3, 2, 0) and rope_deltas.tolist() == [[0.0], [0.0]]
+
+
+def test_a_table_built_in_inference_mode_can_be_trained_through(rng):
+    position_ids = multimodal_positions(40)
+    with torch.inference_mode():
+        table = circlerope.rotary_table(position_ids)
+    q, k = make_qk(1, 40, 2, 1, 128, torch.float32, "bhsd", rng)
+    q.requires_grad_(True)
+    q_out, k_out = circlerope.apply_rotary(q, k, table)
+    q_out.square().sum().backward()
+    assert torch.allclose(q.grad, 2 * q, atol=1e-5)  # rotation is orthogonal: d|Rq|^2/dq = 2q
