@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import numbers
 import os
 from typing import Optional, Sequence, Tuple, Union
 
@@ -53,6 +54,44 @@ _load_operators()
 _ops = torch.ops.circlerope
 
 Tensor = torch.Tensor
+
+
+# ------------------------------------------------------------ value checks ---
+# Python, NumPy and one-element tensor numbers are accepted; bools and strings are not
+# numbers here, and floats are not integers (2.7 merge size is a mistake, not a 2).
+
+def _scalar(value):
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    return value
+
+
+def _real(value, name: str) -> float:
+    value = _scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _integer(value, name: str, low: int = -2 ** 63, high: int = 2 ** 63 - 1) -> int:
+    value = _scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not low <= int(value) <= high:
+        raise ValueError(f"{name} = {int(value)} is outside [{low}, {high}]")
+    return int(value)
+
+
+def _flag(value, name: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _text(value, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
 
 
 # ------------------------------------------------------------------ configs ---
@@ -97,23 +136,24 @@ class CircleConfig:
             else:
                 raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
                                  "\"auto-k\" with a number k)")
-        elif isinstance(radius, bool) or not isinstance(radius, (int, float)):
-            raise ValueError(f"circle: radius {radius!r} (expected a number, \"auto\" or \"auto-k\")")
+        else:
+            radius = _real(radius, "circle: radius (a number, \"auto\" or \"auto-k\")")
         shift, offset = "none", 0.0
         positive = self.move_to_positive
         if positive is None or positive is False:
             pass
         elif positive == "auto":
             shift = "auto"
-        elif isinstance(positive, (int, float)) and not isinstance(positive, bool):
-            shift, offset = "offset", float(positive)
-        else:
+        elif isinstance(positive, str):
             raise ValueError(f"circle: move_to_positive {positive!r} (expected None, \"auto\" or a number)")
+        else:
+            shift, offset = "offset", _real(positive, "circle: move_to_positive (None, \"auto\" or a number)")
         dff = self.dff_rate
-        if isinstance(dff, bool):  # the reference's `dff_rate: true` means beta = 1
+        if isinstance(dff, (bool, np.bool_)):  # the reference's `dff_rate: true` means beta = 1
             dff = 1.0 if dff else 0.0
-        return (radius_mode, float(radius), float(scale), float(self.alpha), bool(self.move_to_origin),
-                float(dff), shift, float(offset))
+        return (radius_mode, float(radius), float(scale), _real(self.alpha, "circle: alpha"),
+                _flag(self.move_to_origin, "circle: move_to_origin"), _real(dff, "circle: dff_rate"),
+                shift, float(offset))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,9 +180,12 @@ class VisionConfig:
         return self._cached_args
 
     def _compute_args(self) -> tuple:
-        return (int(self.spatial_merge_size), float(self.tokens_per_second),
-                int(self.vision_start_token_id), int(self.image_token_id), int(self.video_token_id),
-                str(self.time))
+        return (_integer(self.spatial_merge_size, "vision: spatial_merge_size"),
+                _real(self.tokens_per_second, "vision: tokens_per_second"),
+                _integer(self.vision_start_token_id, "vision: vision_start_token_id"),
+                _integer(self.image_token_id, "vision: image_token_id"),
+                _integer(self.video_token_id, "vision: video_token_id"),
+                _text(self.time, "vision: time"))
 
     @classmethod
     def from_hf_config(cls, config) -> "VisionConfig":
@@ -175,16 +218,23 @@ class RotaryConfig:
 
     def __post_init__(self):
         if self.pairing not in ("neox", "gptj"):
-            raise ValueError(f"rotary: pairing '{self.pairing}' (expected neox or gptj)")
-        _core.validate_rotary(self._args())
+            raise ValueError(f"rotary: pairing {self.pairing!r} (expected neox or gptj)")
+        try:
+            sections = [_integer(x, "rotary: a section", 0, 1024) for x in self.sections]
+        except TypeError:
+            raise ValueError(f"rotary: sections must be 3 integers [t, h, w], got {self.sections!r}") from None
+        dim = (_integer(self.rotary_dim, "rotary: rotary_dim", 0, 1 << 20) if self.rotary_dim is not None
+               else 2 * sum(sections))
+        args = (_real(self.theta, "rotary: theta"), dim, _text(self.layout, "rotary: layout"), sections)
+        _core.validate_rotary(args)
+        object.__setattr__(self, "_cached_args", args)
 
     @property
     def dim(self) -> int:
-        return int(self.rotary_dim) if self.rotary_dim is not None else 2 * sum(int(s) for s in self.sections)
+        return self._cached_args[1]
 
     def _args(self) -> tuple:
-        sections = [int(s) for s in self.sections]
-        return (float(self.theta), self.dim, str(self.layout), sections)
+        return self._cached_args
 
 
 _DEFAULT_CIRCLE = CircleConfig()
@@ -240,7 +290,10 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
 
     scheme: "circle" (Circle-RoPE), "mrope" (Qwen's M-RoPE), "vanilla" (1-D) or "unordered".
     """
-    input_ids = _tensor(input_ids, "input_ids")
+    if not isinstance(input_ids, torch.Tensor):
+        input_ids = _tensor(input_ids, "input_ids")
+        if input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
+            input_ids = input_ids.to(torch.int64)
     if not isinstance(scheme, str):
         raise ValueError(f"scheme must be a string, got {scheme!r}")
     c, v = _circle(circle), _vision(vision)
@@ -264,7 +317,9 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1) -> Ten
     if rope_deltas.dim() != 1:
         raise ValueError(f"rope_deltas must have shape [batch, 1] or [batch], got {list(rope_deltas.shape)}")
     deltas = np.ascontiguousarray(rope_deltas.detach().cpu().to(torch.float32).numpy())
-    return torch.from_numpy(_core.decode_positions(deltas, int(cache_position), int(count))).to(rope_deltas.device)
+    first = _integer(cache_position, "cache_position (an integer; Hugging Face's cache_position[0])")
+    count = _integer(count, "count")
+    return torch.from_numpy(_core.decode_positions(deltas, first, count)).to(rope_deltas.device)
 
 
 def layout_positions(layout: str, *, scheme: str = "circle", circle: Optional[CircleConfig] = None,
@@ -302,7 +357,7 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
 
 
 def _check_device(*tensors: Tensor) -> None:
-    for name, t in zip(("q", "k"), tensors):
+    for name, t in zip(("q", "k", "table"), tensors):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.device.type != "cpu":
@@ -319,7 +374,7 @@ def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
     the rotary dim (the rest passes through). dtypes: float32, bfloat16, float16 (fused
     kernels, float32 math) and float64 (a scalar path, for gradcheck).
     """
-    _check_device(q, k)
+    _check_device(q, k, table)
     return _ops.rotary_apply(q, k, table, pairing, qk_layout, False)
 
 
@@ -360,8 +415,7 @@ class AgePlan:
     def __init__(self, spec: str = "alternate", layers: int = 1):
         if not isinstance(spec, str):
             raise ValueError(f"AGE plan spec must be a string, got {spec!r}")
-        if isinstance(layers, bool) or not isinstance(layers, int):
-            raise ValueError(f"AGE plan layers must be an int, got {layers!r}")
+        layers = _integer(layers, "AGE plan layers", 1, 100_000)
         self.spec = spec
         self.pattern, self.schemes, self._layer_geometry = _core.age_plan(spec, layers)
 
@@ -373,9 +427,12 @@ class AgePlan:
         return len(self)
 
     def _check(self, layer: int) -> int:
-        if not isinstance(layer, int) or not 0 <= layer < len(self):
-            raise ValueError(f"layer {layer!r} is outside the plan's {len(self)} layers")
-        return layer
+        value = _scalar(layer)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"layer must be an integer, got {layer!r}")
+        if not 0 <= int(value) < len(self):
+            raise ValueError(f"layer {int(value)} is outside the plan's {len(self)} layers")
+        return int(value)
 
     def geometry(self, layer: int) -> int:
         """Index into `schemes` of the geometry layer `layer` uses."""
@@ -483,6 +540,7 @@ def ptd(input_ids=None, image_grid_thw=None, video_grid_thw=None, second_per_gri
     ptd(layout="text:5,image:3x3", scheme="vanilla").ptd == 2.222..."""
     c, v, r = _circle(circle), _vision(vision), _rotary(rotary)
     if layout is not None:
+        _text(layout, "ptd: layout")
         if input_ids is not None:
             raise ValueError("ptd: give either input_ids or layout, not both")
         out = _core.layout_metrics(layout, scheme, c._args(), v._args(), r._args())
@@ -490,6 +548,8 @@ def ptd(input_ids=None, image_grid_thw=None, video_grid_thw=None, second_per_gri
         if input_ids is None:
             raise ValueError("ptd: input_ids or layout is required")
         seconds = _tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)
+        if seconds is not None and seconds.dim() != 1:
+            raise ValueError(f"second_per_grid_ts must be 1-D (one value per video), got shape {list(seconds.shape)}")
         out = _core.batch_metrics(
             _int64_numpy(input_ids, "input_ids", 2), _int64_numpy(attention_mask, "attention_mask", 2),
             _int64_numpy(image_grid_thw, "image_grid_thw", 2), _int64_numpy(video_grid_thw, "video_grid_thw", 2),

@@ -87,6 +87,23 @@ CASES = {
     "q not a tensor": (lambda: circlerope.apply_rotary([1.0], qk()[1], TABLE), "q must be a torch.Tensor"),
     "meta device": (lambda: circlerope.apply_rotary(*(t.to("meta") for t in qk()), TABLE), "q is on meta"),
     "multimodal sections": (lambda: circlerope.apply_multimodal_rotary(*qk(), POSITIONS, sections=(16, 24)), "sections"),
+    "alpha None": (lambda: circlerope.CircleConfig(alpha=None), "circle: alpha must be a number, got None"),
+    "alpha text": (lambda: circlerope.CircleConfig(alpha="0.3"), "circle: alpha must be a number, got '0.3'"),
+    "move_to_origin text": (lambda: circlerope.CircleConfig(move_to_origin="False"), "move_to_origin must be True or False, got 'False'"),
+    "merge size float": (lambda: circlerope.VisionConfig(spatial_merge_size=2.7), "spatial_merge_size must be an integer, got 2.7"),
+    "merge size bool": (lambda: circlerope.VisionConfig(spatial_merge_size=True), "spatial_merge_size must be an integer, got True"),
+    "token id too large": (lambda: circlerope.VisionConfig(image_token_id=2 ** 70), "image_token_id = 1180591620717411303424 is outside"),
+    "rotary dim float": (lambda: circlerope.RotaryConfig(rotary_dim=128.9), "rotary_dim must be an integer, got 128.9"),
+    "section float": (lambda: circlerope.RotaryConfig(sections=(16.9, 24, 24)), "a section must be an integer, got 16.9"),
+    "sections scalar": (lambda: circlerope.RotaryConfig(sections=64), "sections must be 3 integers"),
+    "theta bool": (lambda: circlerope.RotaryConfig(theta=True), "theta must be a number, got True"),
+    "plan layers huge": (lambda: circlerope.AgePlan("all", 2 ** 31), "AGE plan layers = 2147483648 is outside [1, 100000]"),
+    "plan layer bool": (lambda: circlerope.AgePlan("CM", 4).geometry(True), "layer must be an integer, got True"),
+    "table on meta": (lambda: circlerope.apply_rotary(*qk(), TABLE.to("meta")), "table is on meta"),
+    "ptd layout type": (lambda: circlerope.ptd(layout=5), "ptd: layout must be a string, got 5"),
+    "ptd seconds 2-D": (lambda: circlerope.ptd(IDS, GRID, second_per_grid_ts=[[0.5]]), "second_per_grid_ts must be 1-D"),
+    "decode position float": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), 7.9), "cache_position (an integer"),
+    "decode position vector": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), torch.arange(3)), "cache_position (an integer"),
     # metrics and decoding
     "ptd both": (lambda: circlerope.ptd(IDS, GRID, layout="text:3"), "either input_ids or layout"),
     "ptd none": (lambda: circlerope.ptd(), "input_ids or layout is required"),
@@ -104,6 +121,16 @@ def test_bad_input_raises_with_the_offending_value(name):
         call()
     assert message in str(info.value), str(info.value)
     assert "\n" not in str(info.value).strip(), "one-line messages, no C++ backtrace"
+
+
+def test_numpy_and_tensor_scalars_are_numbers():
+    import numpy as np
+    assert circlerope.CircleConfig(radius=np.float32(5), alpha=np.float64(0.25)) == circlerope.CircleConfig(radius=5.0, alpha=0.25)
+    assert circlerope.AgePlan("alternate", np.int64(4)).geometry(np.int64(1)) == 1
+    assert circlerope.VisionConfig(spatial_merge_size=np.int32(2)).spatial_merge_size == 2
+    cache_position = torch.arange(12, 13)  # Hugging Face passes cache_position[0], a tensor
+    step = circlerope.decode_position_ids(torch.tensor([[0.5]]), cache_position[0])
+    assert step.flatten().tolist() == [12.5, 12.5, 12.5]
 
 
 def test_a_failed_call_leaves_the_library_usable():
