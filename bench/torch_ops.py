@@ -25,6 +25,7 @@ repetitions that alternate the two sides, so drift hits both.
 benchmark: CI does not run or time it.
 """
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -174,6 +175,37 @@ def bench_rotation(dtype, position_ids, reps, seconds, warmup):
             "max_abs_diff_outputs": out_diff, "max_abs_diff_grads": grad_diff, "tolerance": tol}
 
 
+def breakdown(dtype, position_ids, reps):
+    """Where our side's time goes, each part timed alone (median ms): the table, the forward
+    op into fresh outputs, and first-touch filling of a fresh 32 MiB tensor (a float32 q)
+    with 4 KiB pages and with MADV_HUGEPAGE, which the op requests for large outputs."""
+    q, k, _, _ = rotation_inputs(dtype, position_ids)
+    q, k = q.detach(), k.detach()
+    table = circlerope.rotary_table(position_ids, sections=SECTIONS, theta=THETA)
+    ms, _ = median_ms_alternating(
+        {"table": lambda: circlerope.rotary_table(position_ids, sections=SECTIONS, theta=THETA),
+         "forward": lambda: circlerope.apply_rotary(q, k, table)}, reps, 0.0, 2)
+    return {"dtype": str(dtype).replace("torch.", ""), "table_ms": ms["table"], "forward_ms": ms["forward"]}
+
+
+def fresh_fill_ms(reps):
+    """Filling a fresh 32 MiB tensor: glibc maps it anew every time, so each 4 KiB page
+    faults on first write, unless the range may use 2 MiB pages (THP `madvise` mode)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    madv_hugepage, huge = 14, 1 << 21
+
+    def fill(advise):
+        t = torch.empty(HEADS_Q * SEQ * HEAD_DIM)
+        if advise:
+            begin = (t.data_ptr() + huge - 1) & ~(huge - 1)
+            end = (t.data_ptr() + 4 * t.numel()) & ~(huge - 1)
+            libc.madvise(ctypes.c_void_p(begin), ctypes.c_size_t(end - begin), madv_hugepage)
+        t.fill_(1.0)
+
+    ms, _ = median_ms_alternating({"4k": lambda: fill(False), "huge": lambda: fill(True)}, reps, 0.0, 2)
+    return {"fill_32mib_4k_pages_ms": ms["4k"], "fill_32mib_huge_pages_ms": ms["huge"]}
+
+
 # ---------------------------------------------------------------- positions ---
 
 def max_rel_diff(a, b):
@@ -207,7 +239,7 @@ def bench_positions(reps, seconds, warmup):
 
 # ------------------------------------------------------------------- report ---
 
-def print_tables(facts, rotation, positions):
+def print_tables(facts, rotation, positions, parts, fill):
     print(f"torch {facts['torch']}, {facts['threads']} threads ({facts['cpus']} CPUs), "
           f"CPU: {facts['cpu']}, Python {facts['python']}")
     if facts["malloc_env"]:
@@ -221,6 +253,11 @@ def print_tables(facts, rotation, positions):
         print(f"{r['dtype']:>9} {r['seq']:>6} {r['baseline_ms']:>12.3f} {r['ours_ms']:>9.3f} "
               f"{r['ratio']:>6.1f}x {r['reps']:>5} {r['max_abs_diff_outputs']:>10.2e} "
               f"{r['max_abs_diff_grads']:>10.2e}")
+    print("  ours alone: " + ", ".join(f"{b['dtype']} table {b['table_ms']:.3f} ms, forward {b['forward_ms']:.3f} ms"
+                                      for b in parts))
+    print(f"  fresh 32 MiB filled: {fill['fill_32mib_4k_pages_ms']:.2f} ms with 4 KiB pages, "
+          f"{fill['fill_32mib_huge_pages_ms']:.2f} ms with MADV_HUGEPAGE (the op asks for it on large outputs; "
+          "measured at process start)")
     print()
     p = positions
     print(f"get_rope_index (circle), batch {p['shape'][0]} x {p['shape'][1]} tokens: torch loop "
@@ -242,6 +279,9 @@ def main():
     torch.set_num_threads(os.cpu_count() or 1)
     reps, seconds, warmup = (2, 0.0, 1) if args.quick else (11, 1.0, 3)
 
+    # First, while glibc still maps large blocks afresh (later its thresholds and free lists
+    # depend on what ran before, and the same fill can take 1 ms either way).
+    fill = fresh_fill_ms(5 if args.quick else 15)
     input_ids, image_grid_thw = multimodal_request()
     position_ids, _ = circlerope.get_rope_index(input_ids, image_grid_thw, scheme="circle", circle=CIRCLE)
     assert position_ids.shape == (3, 1, SEQ) and position_ids.dtype == torch.float32
@@ -249,12 +289,13 @@ def main():
     facts = machine_facts()
     rotation = [bench_rotation(dtype, position_ids, reps, seconds, warmup)
                 for dtype in (torch.float32, torch.bfloat16)]
+    parts = [breakdown(dtype, position_ids, max(reps, 5)) for dtype in (torch.float32, torch.bfloat16)]
     positions = bench_positions(reps, seconds, warmup)
     if args.json:
         print(json.dumps({"machine": facts, "quick": args.quick, "rotation": rotation,
-                          "positions": positions}, indent=2))
+                          "breakdown": parts, "fresh_fill": fill, "positions": positions}, indent=2))
     else:
-        print_tables(facts, rotation, positions)
+        print_tables(facts, rotation, positions, parts, fill)
 
 
 if __name__ == "__main__":
