@@ -241,20 +241,21 @@ _DEFAULT_CIRCLE = CircleConfig()
 _DEFAULT_VISION = VisionConfig()
 
 
+def _config(value, cls, name: str, default):
+    """A config argument: None means the default; anything but a `cls` is refused."""
+    if value is None:
+        return default
+    if not isinstance(value, cls):
+        raise ValueError(f"{name} must be a circlerope.{cls.__name__}, got {type(value).__name__}")
+    return value
+
+
 def _circle(circle: Optional[CircleConfig]) -> CircleConfig:
-    if circle is None:
-        return _DEFAULT_CIRCLE
-    if not isinstance(circle, CircleConfig):
-        raise ValueError(f"circle must be a circlerope.CircleConfig, got {type(circle).__name__}")
-    return circle
+    return _config(circle, CircleConfig, "circle", _DEFAULT_CIRCLE)
 
 
 def _vision(vision: Optional[VisionConfig]) -> VisionConfig:
-    if vision is None:
-        return _DEFAULT_VISION
-    if not isinstance(vision, VisionConfig):
-        raise ValueError(f"vision must be a circlerope.VisionConfig, got {type(vision).__name__}")
-    return vision
+    return _config(vision, VisionConfig, "vision", _DEFAULT_VISION)
 
 
 def _tensor(value, name: str, dtype=None) -> Optional[Tensor]:
@@ -336,9 +337,7 @@ def layout_positions(layout: str, *, scheme: str = "circle", circle: Optional[Ci
 def _rotary(rotary: Optional[RotaryConfig], **overrides) -> RotaryConfig:
     if rotary is None:
         return RotaryConfig(**{k: v for k, v in overrides.items() if v is not None})
-    if not isinstance(rotary, RotaryConfig):
-        raise ValueError(f"rotary must be a circlerope.RotaryConfig, got {type(rotary).__name__}")
-    return rotary
+    return _config(rotary, RotaryConfig, "rotary", None)
 
 
 def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, sections=None, theta=None,
