@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "circlerope/age.h"
@@ -24,24 +25,21 @@ namespace {
 using Int64Array = py::array_t<std::int64_t, py::array::c_style>;
 using DoubleArray = py::array_t<double, py::array::c_style>;
 
+// The tuples' element types are the argument types of the config_args.h functions;
+// pybind11 checks the length and each element's type.
 cr::CircleConfig circle_from(const py::tuple& t) {
-  if (t.size() != 8) throw cr::Error("internal: circle config tuple has " + std::to_string(t.size()) + " fields");
-  return cr::args::circle(t[0].cast<std::string>(), t[1].cast<double>(), t[2].cast<double>(),
-                          t[3].cast<double>(), t[4].cast<bool>(), t[5].cast<double>(),
-                          t[6].cast<std::string>(), t[7].cast<double>());
+  return std::apply(&cr::args::circle,
+                    t.cast<std::tuple<std::string, double, double, double, bool, double, std::string, double>>());
 }
 
 cr::VisionConfig vision_from(const py::tuple& t) {
-  if (t.size() != 6) throw cr::Error("internal: vision config tuple has " + std::to_string(t.size()) + " fields");
-  return cr::args::vision(t[0].cast<std::int64_t>(), t[1].cast<double>(), t[2].cast<std::int64_t>(),
-                          t[3].cast<std::int64_t>(), t[4].cast<std::int64_t>(),
-                          t[5].cast<std::string>());
+  return std::apply(&cr::args::vision,
+                    t.cast<std::tuple<std::int64_t, double, std::int64_t, std::int64_t, std::int64_t, std::string>>());
 }
 
 cr::RotaryConfig rotary_from(const py::tuple& t) {
-  if (t.size() != 4) throw cr::Error("internal: rotary config tuple has " + std::to_string(t.size()) + " fields");
-  return cr::args::rotary(t[0].cast<double>(), t[1].cast<std::int64_t>(), t[2].cast<std::string>(),
-                          t[3].cast<std::vector<std::int64_t>>());
+  return std::apply(&cr::args::rotary,
+                    t.cast<std::tuple<double, std::int64_t, std::string, std::vector<std::int64_t>>>());
 }
 
 std::vector<cr::GridTHW> grids_from(const std::optional<Int64Array>& a, const char* name) {
