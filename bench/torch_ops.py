@@ -38,6 +38,8 @@ import torch
 import circlerope
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_rotary import apply as hf_apply, cos_sin as hf_cos_sin  # noqa: E402
+from hf_rotary import D as HF_HEAD_DIM, SECTIONS as HF_SECTIONS, THETA as HF_THETA  # noqa: E402
 from reference_loop import benchmark_request, reference_positions  # noqa: E402
 
 HEADS_Q, HEADS_KV, HEAD_DIM, SEQ = 16, 2, 128, 4096
@@ -46,6 +48,7 @@ VISION_START, VISION_END, IMAGE = 151652, 151653, 151655
 MERGE = 2
 CIRCLE = circlerope.CircleConfig(radius=10.0, alpha=0.5, move_to_origin=True)
 TOLERANCE = {torch.float32: 5e-3, torch.bfloat16: 0.1}
+assert (HF_HEAD_DIM, tuple(HF_SECTIONS), HF_THETA) == (HEAD_DIM, SECTIONS, THETA), "one shape for both sides"
 
 
 # ------------------------------------------------------------------ machine ---
@@ -106,26 +109,11 @@ def multimodal_request(seq=SEQ, hm=32, wm=40, prefix=100):
     return row.unsqueeze(0), torch.tensor([[1, MERGE * hm, MERGE * wm]])
 
 
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def hf_cos_sin(position_ids, dtype):
-    """Qwen2.5-VL's rotary embedding and M-RoPE section pick: [3, B, S] -> [B, 1, S, D] x 2."""
-    inv_freq = 1.0 / (THETA ** (torch.arange(0, HEAD_DIM, 2, dtype=torch.float32) / HEAD_DIM))
-    freqs = position_ids[..., None].float() * inv_freq  # [3, B, S, D/2]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
-    split = list(SECTIONS) * 2
-    cos = torch.cat([m[i % 3] for i, m in enumerate(cos.split(split, dim=-1))], dim=-1).unsqueeze(1)
-    sin = torch.cat([m[i % 3] for i, m in enumerate(sin.split(split, dim=-1))], dim=-1).unsqueeze(1)
-    return cos, sin
-
-
 def hf_rotary(q, k, position_ids):
+    """The Hugging Face formula of bench/hf_rotary.py (the kernels' issue compared against it
+    too), cos/sin built from position_ids inside the timed call."""
     cos, sin = hf_cos_sin(position_ids, q.dtype)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    return hf_apply(q, k, cos, sin)
 
 
 def ours_rotary(q, k, position_ids):

@@ -58,19 +58,17 @@ inline RotaryConfig rotary(double theta, std::int64_t rotary_dim, const std::str
                            const std::vector<std::int64_t>& sections) {
   RotaryConfig r;
   r.theta = theta;
-  if (rotary_dim < 2 || rotary_dim > 1024)
-    throw Error("rotary: rotary_dim " + std::to_string(rotary_dim) + " must be even and in 2..1024");
-  r.rotary_dim = static_cast<int>(rotary_dim);
+  // Only the narrowing to int is checked here; validate() judges the values themselves.
+  auto narrow = [](std::int64_t v, const std::string& what) {
+    if (v < INT32_MIN || v > INT32_MAX) throw Error("rotary: " + what + " " + std::to_string(v) + " is out of range");
+    return static_cast<int>(v);
+  };
+  r.rotary_dim = narrow(rotary_dim, "rotary_dim");
   r.layout = parse_frequency_layout(layout);
   if (sections.size() != 3)
     throw Error("rotary: sections must have 3 entries [t, h, w], got " +
                 std::to_string(sections.size()));
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (sections[i] < 0 || sections[i] > 1024)
-      throw Error("rotary: section " + std::to_string(i) + " is " + std::to_string(sections[i]) +
-                  " (expected 0..1024)");
-    r.sections[i] = static_cast<int>(sections[i]);
-  }
+  for (std::size_t i = 0; i < 3; ++i) r.sections[i] = narrow(sections[i], "section " + std::to_string(i));
   validate(r);
   return r;
 }

@@ -220,10 +220,10 @@ class RotaryConfig:
         if self.pairing not in ("neox", "gptj"):
             raise ValueError(f"rotary: pairing {self.pairing!r} (expected neox or gptj)")
         try:
-            sections = [_integer(x, "rotary: a section", 0, 1024) for x in self.sections]
+            sections = [_integer(x, "rotary: a section") for x in self.sections]
         except TypeError:
             raise ValueError(f"rotary: sections must be 3 integers [t, h, w], got {self.sections!r}") from None
-        dim = (_integer(self.rotary_dim, "rotary: rotary_dim", 0, 1 << 20) if self.rotary_dim is not None
+        dim = (_integer(self.rotary_dim, "rotary: rotary_dim") if self.rotary_dim is not None
                else 2 * sum(sections))
         args = (_real(self.theta, "rotary: theta"), dim, _text(self.layout, "rotary: layout"), sections)
         _core.validate_rotary(args)
