@@ -18,6 +18,7 @@
 
 #include "circlerope/age.h"
 #include "circlerope/circle.h"
+#include "circlerope/options.h"
 #include "circlerope/ptd.h"
 #include "report.h"
 #include "request.h"
@@ -34,83 +35,60 @@ using nlohmann::json;
 
 // ------------------------------------------------------------ options ---
 
+// Flags are untyped text: the core reads each with the grammar every front end shares
+// (circlerope/options.h) and names the flag in its messages.
+struct TextFlag {
+  TextFlag(const char* k, const char* f) : key(k), flag(f) {}
+  const char* key;   // the option's name in the core
+  const char* flag;  // "--radius"
+  CLI::Option* option = nullptr;
+  std::string value;
+};
+
 struct CircleFlags {
-  std::string radius, move_to_positive;
-  double alpha = 0.5, dff_rate = 0;
+  std::vector<TextFlag> flags = {{"radius", "--radius"}, {"alpha", "--alpha"}, {"dff_rate", "--dff-rate"},
+                                 {"move_to_positive", "--move-to-positive"}};
   bool no_move_to_origin = false;
-  std::vector<CLI::Option*> options;
+  CLI::Option* origin = nullptr;
 
   void add(CLI::App* app) {
-    options = {app->add_option("--radius", radius, "Circle-RoPE radius: a number > 0, auto or auto-k [10]"),
-               app->add_option("--alpha", alpha, "weight of the polar angle vs the raster angle, 0..1 [0.5]"),
-               app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles"),
-               app->add_option("--dff-rate", dff_rate, "blend towards the un-ringed grid, 0..1 [0]"),
-               app->add_option("--move-to-positive", move_to_positive,
-                               "shift the ring to positive values: auto or an offset")};
+    const char* help[] = {"Circle-RoPE radius: a number > 0, auto or auto-k [10]",
+                          "weight of the polar angle vs the raster angle, 0..1 [0.5]",
+                          "blend towards the un-ringed grid, 0..1 [0]",
+                          "shift the ring to positive values: auto or an offset"};
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
+    origin = app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles");
   }
   bool any() const {
-    return std::any_of(options.begin(), options.end(), [](const CLI::Option* o) { return o->count() > 0; });
+    return origin->count() > 0 ||
+           std::any_of(flags.begin(), flags.end(), [](const TextFlag& f) { return f.option->count() > 0; });
   }
-  // The paper's setting, overridden by the flags given; validated the way a
-  // request's "circle" object is, so messages match.
+  // The paper's setting, overridden by the flags given.
   CircleConfig config() const {
-    json c = {{"radius", 10.0}, {"alpha", alpha}, {"move_to_origin", !no_move_to_origin}, {"dff_rate", dff_rate}};
-    if (!radius.empty()) {
-      char* end = nullptr;
-      const double r = std::strtod(radius.c_str(), &end);
-      c["radius"] = (end && *end == '\0') ? json(r) : json(radius);
-    }
-    if (!move_to_positive.empty()) {
-      char* end = nullptr;
-      const double o = std::strtod(move_to_positive.c_str(), &end);
-      c["move_to_positive"] = (end && *end == '\0') ? json(o) : json(move_to_positive);
-    }
-    try {
-      return parse_circle_config(c);
-    } catch (const Error& e) {  // name the flag, not the JSON key
-      std::string m = e.what();
-      if (m.rfind("request.circle: ", 0) == 0) {
-        m = m.substr(16);
-      } else if (m.rfind("request.circle.", 0) == 0) {
-        m = "--" + m.substr(15);
-        std::replace(m.begin(), m.begin() + static_cast<long>(m.find(':')), '_', '-');
-      }
-      throw Error(m);
-    }
+    CircleConfig c;
+    c.move_to_origin = !no_move_to_origin;
+    for (const TextFlag& f : flags)
+      if (f.option->count() > 0) set_circle_option(c, f.key, OptionValue::text(f.value), f.flag);
+    validate(c);
+    return c;
   }
 };
 
 struct RotaryFlags {
-  double theta = 1e6;
-  int rotary_dim = 128;
-  std::string layout = "chunked";
-  std::string sections = "16,24,24";
+  std::vector<TextFlag> flags = {{"theta", "--theta"}, {"rotary_dim", "--rotary-dim"},
+                                 {"layout", "--freq-layout"}, {"sections", "--sections"}};
 
   void add(CLI::App* app) {
-    app->add_option("--theta", theta, "rope_theta [1e6]");
-    app->add_option("--rotary-dim", rotary_dim, "rotary dimension D [128]");
-    app->add_option("--freq-layout", layout, "chunked | interleaved | single [chunked]");
-    app->add_option("--sections", sections, "mrope sections t,h,w summing to D/2 [16,24,24]");
+    const char* help[] = {"rope_theta [1e6]", "rotary dimension D [128]", "chunked | interleaved | single [chunked]",
+                          "mrope sections t,h,w summing to D/2 [16,24,24]"};
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
   }
   RotaryConfig config() const {
     RotaryConfig r;
-    r.theta = theta;
-    r.rotary_dim = rotary_dim;
-    r.layout = parse_frequency_layout(layout);
-    std::istringstream in(sections);
-    std::string part;
-    int i = 0;
-    while (std::getline(in, part, ',')) {
-      if (i >= 3) throw Error("--sections '" + sections + "': expected three integers t,h,w");
-      try {
-        size_t used = 0;
-        r.sections[i++] = std::stoi(part, &used);
-        if (used != part.size()) throw 0;
-      } catch (...) {
-        throw Error("--sections '" + sections + "': '" + part + "' is not an integer");
-      }
-    }
-    if (i != 3) throw Error("--sections '" + sections + "': expected three integers t,h,w");
+    for (const TextFlag& f : flags)
+      if (f.option->count() > 0) set_rotary_option(r, f.key, OptionValue::text(f.value), f.flag);
     validate(r);
     return r;
   }
@@ -153,7 +131,7 @@ std::vector<Scheme> parse_scheme_list(const std::string& text) {
   std::vector<Scheme> out;
   std::istringstream in(text);
   std::string part;
-  while (std::getline(in, part, ',')) out.push_back(parse_scheme(part));
+  while (std::getline(in, part, ',')) out.push_back(scheme_option(OptionValue::text(part), "--schemes"));
   if (out.empty()) throw Error("--schemes is empty (use all or a list like circle,mrope)");
   return out;
 }
@@ -447,7 +425,7 @@ int main(int argc, char** argv) {
         print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry,
                         pos_format.empty() ? "json" : pos_format, pos_decode, pos_row);
       } else {
-        const Geometry g{pos_scheme.empty() ? Scheme::circle : parse_scheme(pos_scheme), pos_circle.config()};
+        const Geometry g{pos_scheme.empty() ? Scheme::circle : scheme_option(OptionValue::text(pos_scheme), "--scheme"), pos_circle.config()};
         print_positions(pos_source.positions(g, nullptr), g, pos_format.empty() ? "table" : pos_format,
                         pos_decode, pos_row);
       }
@@ -461,7 +439,7 @@ int main(int argc, char** argv) {
       else std::cout << metrics_table(metrics);
     } else if (*plot) {
       const std::vector<Scheme> schemes =
-          plot_schemes.empty() ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : parse_scheme(plot_scheme)}
+          plot_schemes.empty() ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : scheme_option(OptionValue::text(plot_scheme), "--scheme")}
                                : parse_scheme_list(plot_schemes);
       const RotaryConfig rotary = plot_rotary.config();
       const Resolved in = resolve(plot_source, plot_circle);

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "circlerope/options.h"
 
 namespace circlerope::cli {
 
@@ -79,27 +82,31 @@ std::vector<GridTHW> grids(const json& request, const char* key) {
   return out;
 }
 
+// A JSON value as the core's OptionValue (options.h): JSON is a typed source, so strings
+// stay strings (never read as numbers) and integers beyond int64 keep their digits.
+OptionValue option_value(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return OptionValue::null();
+    case json::value_t::boolean: return OptionValue::boolean(v.get<bool>());
+    case json::value_t::number_integer: return OptionValue::integer(v.get<int64_t>());
+    case json::value_t::number_unsigned: {
+      const auto u = v.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return OptionValue::integer(static_cast<int64_t>(u));
+      return OptionValue::big_integer(std::to_string(u));
+    }
+    case json::value_t::number_float: return OptionValue::number(v.get<double>());
+    case json::value_t::string: return OptionValue::string(v.get_ref<const std::string&>());
+    default: return OptionValue::other(shown(v));
+  }
+}
+
 VisionConfig parse_vision(const json& v) {
   VisionConfig out;
   if (v.is_null()) return out;
-  only_keys(v, "vision",
-            {"spatial_merge_size", "tokens_per_second", "vision_start_token_id", "image_token_id",
-             "video_token_id", "time"});
-  auto read_int = [&](const char* key, int64_t& field) {
-    if (v.contains(key)) field = integer(v[key], std::string("vision.") + key);
-  };
-  read_int("spatial_merge_size", out.spatial_merge_size);
-  read_int("vision_start_token_id", out.vision_start_token_id);
-  read_int("image_token_id", out.image_token_id);
-  read_int("video_token_id", out.video_token_id);
-  if (v.contains("tokens_per_second"))
-    out.tokens_per_second = number(v["tokens_per_second"], "vision.tokens_per_second");
-  if (v.contains("time")) {
-    const json& t = v["time"];
-    if (t == "seconds") out.time = TimeMode::seconds;
-    else if (t == "index") out.time = TimeMode::index;
-    else bad("vision.time", "expected \"seconds\" (Qwen2.5-VL) or \"index\" (Qwen2-VL), got " + shown(t));
-  }
+  if (!v.is_object()) bad("vision", "expected a JSON object, got " + shown(v));
+  for (const auto& [key, value] : v.items())
+    set_vision_option(out, key, option_value(value), "request.vision." + key);
   try {
     validate(out);
   } catch (const Error& e) {
@@ -111,55 +118,12 @@ VisionConfig parse_vision(const json& v) {
 }  // namespace
 
 CircleConfig parse_circle_config(const json& c) {
-  only_keys(c, "circle",
-            {"radius", "alpha", "method", "move_to_origin", "dff_rate", "move_to_positive"});
+  if (!c.is_object()) bad("circle", "expected a JSON object, got " + shown(c));
   CircleConfig out;
   out.move_to_origin = false;  // the reference's config.get(..., False)
   if (!c.contains("radius")) bad("circle.radius", "missing (a number > 0, \"auto\" or \"auto-k\")");
-  const json& r = c["radius"];
-  if (r.is_string()) {
-    const std::string s = r.get<std::string>();
-    out.radius_mode = RadiusMode::automatic;
-    if (s != "auto") {
-      size_t used = 0;
-      try {
-        if (s.rfind("auto-", 0) != 0) throw 0;
-        out.radius_scale = std::stod(s.substr(5), &used);
-        if (used != s.size() - 5) throw 0;
-      } catch (...) {
-        bad("circle.radius", "expected a number, \"auto\" or \"auto-k\" with a number k, got " + shown(r));
-      }
-    }
-  } else {
-    out.radius = number(r, "circle.radius");
-  }
-  if (c.contains("alpha")) out.alpha = number(c["alpha"], "circle.alpha");
-  if (c.contains("method") && c["method"] != "circle")
-    bad("circle.method", "only \"circle\" is supported, got " + shown(c["method"]));
-  if (c.contains("move_to_origin")) {
-    const json& m = c["move_to_origin"];
-    if (m.is_boolean()) out.move_to_origin = m.get<bool>();
-    else if (m.is_number_integer() && (m == 0 || m == 1)) out.move_to_origin = m == 1;
-    else bad("circle.move_to_origin", "expected true or false, got " + shown(m));
-  }
-  if (c.contains("dff_rate")) {
-    const json& d = c["dff_rate"];
-    if (d.is_boolean()) out.dff_rate = d.get<bool>() ? 1.0 : 0.0;  // true means beta = 1
-    else if (!d.is_null()) out.dff_rate = number(d, "circle.dff_rate");
-  }
-  if (c.contains("move_to_positive")) {
-    const json& p = c["move_to_positive"];
-    if (p == false || p.is_null()) {
-    } else if (p == "auto") {
-      out.move_to_positive = PositiveShift::automatic;
-    } else if (p.is_number() && !p.is_boolean()) {
-      out.positive_offset = number(p, "circle.move_to_positive");
-      // the reference's `if move_to_positive:` skips a 0 entirely
-      out.move_to_positive = out.positive_offset == 0 ? PositiveShift::none : PositiveShift::offset;
-    } else {
-      bad("circle.move_to_positive", "expected false, \"auto\" or a number, got " + shown(p));
-    }
-  }
+  for (const auto& [key, value] : c.items())
+    set_circle_option(out, key, option_value(value), "request.circle." + key);
   try {
     validate(out);
   } catch (const Error& e) {
@@ -177,14 +141,7 @@ Request parse_request(const json& j) {
             {"scheme", "circle", "vision", "input_ids", "attention_mask", "image_grid_thw",
              "video_grid_thw", "second_per_grid_ts"});
   Request out;
-  if (j.contains("scheme")) {
-    if (!j["scheme"].is_string()) bad("scheme", "expected a string, got " + shown(j["scheme"]));
-    try {
-      out.geometry.scheme = parse_scheme(j["scheme"].get<std::string>());
-    } catch (const Error& e) {
-      bad("scheme", e.what());
-    }
-  }
+  if (j.contains("scheme")) out.geometry.scheme = scheme_option(option_value(j["scheme"]), "request.scheme");
   if (j.contains("circle") && !j["circle"].is_null()) out.geometry.circle = parse_circle_config(j["circle"]);
   out.vision = parse_vision(j.contains("vision") ? j["vision"] : json());
   if (!j.contains("input_ids")) bad("input_ids", "missing");

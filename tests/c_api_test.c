@@ -379,6 +379,64 @@ static void regression_size_overflow(void) {
         CRP_INVALID_ARGUMENT);
 }
 
+/* Options from text, with the grammar every front end shares (issue 9 item 7): an engine
+ * reading a model's config passes each value's text. */
+static void test_options_from_text(void) {
+  crp_circle_config c;
+  crp_circle_config_default(&c);
+  char err[256];
+  CHECK_MSG(crp_circle_config_set(&c, "radius", "auto-2.5", err, sizeof err) == CRP_OK, err);
+  CHECK(c.radius_auto == 1 && c.radius_scale == 2.5);
+  CHECK_MSG(crp_circle_config_set(&c, "radius", "12", err, sizeof err) == CRP_OK, err);
+  CHECK(c.radius_auto == 0 && c.radius == 12.0);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "auto", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_AUTO);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "3", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_OFFSET && c.positive_offset == 3.0);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "0", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_NONE);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "false", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_NONE);
+  CHECK(crp_circle_config_set(&c, "alpha", "0.25", err, sizeof err) == CRP_OK && c.alpha == 0.25);
+  CHECK(crp_circle_config_set(&c, "move_to_origin", "false", err, sizeof err) == CRP_OK && c.move_to_origin == 0);
+  CHECK(crp_circle_config_set(&c, "dff_rate", "true", err, sizeof err) == CRP_OK && c.dff_rate == 1.0);
+  /* refused, naming the key and the text; the config is left as it was */
+  const crp_circle_config before = c;
+  static const char* bad_radius[] = {"auto-0x1p1", "auto- 2", "auto-2_0", "0x10", "inf", "nan", "", " 5", "5 "};
+  for (size_t i = 0; i < sizeof bad_radius / sizeof *bad_radius; ++i) {
+    CHECK(crp_circle_config_set(&c, "radius", bad_radius[i], err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(contains(err, "radius must be a finite number > 0"), err);
+  }
+  CHECK(crp_circle_config_set(&c, "alpha", "1.5", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "alpha must be in [0, 1] (got 1.5)"), err);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "true", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_circle_config_set(&c, "colour", "red", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "colour is not a Circle-RoPE option"), err);
+  CHECK(memcmp(&before, &c, sizeof c) == 0);
+  CHECK(crp_circle_config_set(NULL, "radius", "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_circle_config_set(&c, NULL, "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_circle_config_set(&c, "radius", NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  /* an invalid enum value in the struct is reported, not cast */
+  c.move_to_positive = 7;
+  CHECK(crp_circle_config_set(&c, "alpha", "0.5", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "crp_positive_shift"), err);
+
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  CHECK(crp_vision_config_set(&v, "time", "index", err, sizeof err) == CRP_OK && v.time_is_index == 1);
+  CHECK(crp_vision_config_set(&v, "spatial_merge_size", "3", err, sizeof err) == CRP_OK && v.spatial_merge_size == 3);
+  CHECK(crp_vision_config_set(&v, "image_token_id", "9223372036854775808", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "9223372036854775808"), err);
+  CHECK(crp_vision_config_set(&v, "spatial_merge_size", "2.0", err, sizeof err) == CRP_INVALID_ARGUMENT);
+
+  int scheme = -1;
+  CHECK(crp_scheme_parse("mrope", &scheme, err, sizeof err) == CRP_OK && scheme == CRP_SCHEME_MROPE);
+  CHECK(crp_scheme_parse("MRoPE", &scheme, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "unknown scheme 'MRoPE'"), err);
+  /* the enum keeps the ABI values of the old magic int */
+  CHECK(CRP_POSITIVE_NONE == 0 && CRP_POSITIVE_AUTO == 1 && CRP_POSITIVE_OFFSET == 2);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -389,6 +447,7 @@ int main(void) {
   test_decode();
   regression_unknown_scheme();
   regression_size_overflow();
+  test_options_from_text();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

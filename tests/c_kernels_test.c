@@ -137,6 +137,28 @@ int main(void) {
   CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
   CHECK(crp_rotary_table_create(NULL, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
 
+  /* Issue 9 item 5: sections whose sum wraps in int (2147483647 + 2147483647 + 66 == 64 for
+   * rotary dim 128) were accepted; every frequency then read the temporal axis. */
+  crp_rotary_config wrap;
+  crp_rotary_config_default(&wrap);
+  wrap.sections[0] = 2147483647, wrap.sections[1] = 2147483647, wrap.sections[2] = 66;
+  other = NULL;
+  CHECK(crp_rotary_table_create(&wrap, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "[2147483647, 2147483647, 66]") != NULL, err);
+  CHECK(other == NULL);
+  /* the same values from text, with the grammar every front end shares */
+  crp_rotary_config_default(&wrap);
+  CHECK_MSG(crp_rotary_config_set(&wrap, "sections", "2147483647,2147483647,66", err, sizeof err) == CRP_OK, err);
+  CHECK(crp_rotary_table_create(&wrap, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  crp_rotary_config_default(&wrap);
+  CHECK(crp_rotary_config_set(&wrap, "sections", "2147483648,0,64", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rotary_config_set(&wrap, "theta", "0x1p20", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "theta must be a decimal number (got '0x1p20')") != NULL, err);
+  CHECK(crp_rotary_config_set(&wrap, "layout", "interleaved", err, sizeof err) == CRP_OK);
+  CHECK(wrap.layout == CRP_LAYOUT_INTERLEAVED);
+  CHECK(crp_rotary_config_set(&wrap, "sections", "24,20,20", err, sizeof err) == CRP_OK);
+  CHECK(wrap.sections[0] == 24 && wrap.sections[1] == 20 && wrap.sections[2] == 20);
+
   crp_rotary_table_destroy(table);
   crp_rotary_table_destroy(NULL);
   if (failures) {

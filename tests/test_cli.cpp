@@ -301,7 +301,7 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
       {"dff out of range", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"dff_rate", 2}}; }, "dff_rate must be in [0, 1]"},
       {"positive word", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"move_to_positive", "yes"}}; }, "move_to_positive"},
       {"method", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"method", "no_circle"}}; }, "only \"circle\""},
-      {"merge size", [](json& r) { r["vision"]["spatial_merge_size"] = 0; }, "spatial_merge_size must be >= 1"},
+      {"merge size", [](json& r) { r["vision"]["spatial_merge_size"] = 0; }, "request.vision.spatial_merge_size must be an integer >= 1 (got 0)"},
       {"tokens per second", [](json& r) { r["vision"]["tokens_per_second"] = -2; }, "tokens_per_second must be finite (in float32) and > 0 (got -2)"},
       {"time mode", [](json& r) { r["vision"]["time"] = "frames"; }, "vision.time"},
       {"grid not a triple", [](json& r) { r["image_grid_thw"][0] = {1, 4}; }, "image_grid_thw[0]: expected [t, h, w]"},
@@ -314,6 +314,31 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
     if (const size_t at = text.find("\"__INF__\""); at != std::string::npos) text.replace(at, 9, "1e999");
     expect_rejected(run("positions --request -", text), c.fragment);
   }
+}
+
+// Issue 9 item 7, last bullet: std::stod read "auto-0x1p1" and "auto- 2" as scales 2 and
+// "auto-2_0" failed only by luck; flags and requests now share the core's one grammar.
+TEST_F(Cli, RadiusFormsOutsideTheGrammarAreRejectedByFlagsAndRequests) {
+  for (const char* radius : {"auto-0x1p1", "auto- 2", "auto-2_0", "0x1p3", "inf"}) {
+    SCOPED_TRACE(radius);
+    expect_rejected(run(std::string("positions --layout text:2,image:2x2 --radius '") + radius + "'"),
+                    "--radius must be a finite number > 0, \"auto\" or \"auto-k\"");
+    const json request = {{"scheme", "circle"}, {"circle", {{"radius", radius}}}, {"input_ids", {{1, 2}}}};
+    expect_rejected(run("positions --request -", request.dump()), "request.circle.radius must be");
+  }
+  // and what the grammar allows still works through both
+  EXPECT_EQ(run("positions --layout text:2,image:2x2 --radius auto-2.5").code, 0);
+  const json ok = {{"scheme", "circle"}, {"circle", {{"radius", "auto-2.5"}}}, {"input_ids", {{1, 2}}}};
+  EXPECT_EQ(run("positions --request -", ok.dump()).code, 0);
+}
+
+// Issue 9 item 5: the section sum wrapped in int (2147483647 + 2147483647 + 66 == 64) and was
+// accepted for rotary dim 128.
+TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
+  expect_rejected(run("ptd --layout text:5,image:3x3 --sections 2147483647,2147483647,66"),
+                  "sections [2147483647, 2147483647, 66] must be >= 0 and sum to rotary_dim/2 = 64");
+  expect_rejected(run("plot --layout text:5,image:3x3 --out p.svg --sections 2147483647,2147483647,66"),
+                  "[2147483647, 2147483647, 66]");
 }
 
 struct BadInvocation {
@@ -333,17 +358,17 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"positions --layout text:5 --format xml", "--format 'xml'"},
       {"positions --request - --scheme mrope", "cannot be combined", golden_cases()[0]["request"].dump()},
       {"positions", "give --request FILE or --layout LAYOUT"},
-      {"ptd --layout text:5,image:3x3 --rotary-dim 7", "rotary dim must be even"},
-      {"ptd --layout text:5,image:3x3 --sections 1,2", "expected three integers"},
+      {"ptd --layout text:5,image:3x3 --rotary-dim 7", "--rotary-dim must be an even integer in [2, 1024] (got 7)"},
+      {"ptd --layout text:5,image:3x3 --sections 1,2", "--sections must be three integers t,h,w (got '1,2')"},
       {"ptd --layout text:5,image:3x3 --schemes circle,spiral", "unknown scheme 'spiral'"},
       {"plot --layout text:5,image:3x3 --out x.png", "ending in .svg"},
       {"plot --layout text:5,image:3x3", "--out"},
       {"plan --plan CMX --layers 4", "letter 2 'X'"},
       {"plan --layers 0", "1..100000 layers"},
-      {"positions --layout text:5 --alpha nan", "--alpha: expected a finite number (got nan)"},
+      {"positions --layout text:5 --alpha nan", "--alpha must be a decimal number (got 'nan')"},
       {"positions --layout text:5 --row 1", "--row 1 is out of range (batch 1)"},
       {"positions --layout text:5 --decode -1", "--decode -1 must be >= 0"},
-      {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "rotary dim must be even"},
+      {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "--rotary-dim must be an even integer"},
       {"bench rotary --dtypes fp64", "unknown dtype 'fp64'"},
       {"bench rotary --path avx9", "unknown code path 'avx9'"},
       {"bench rotary --seq-lens 0", "--seq-lens: 0 is not in [1, 1048576]"},

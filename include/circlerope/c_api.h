@@ -23,6 +23,13 @@ typedef enum crp_scheme {
   CRP_SCHEME_CIRCLE = 3
 } crp_scheme;
 
+/* Circle-RoPE's move_to_positive (SPEC 3 step 7). */
+typedef enum crp_positive_shift {
+  CRP_POSITIVE_NONE = 0,   /* absent, false or 0 */
+  CRP_POSITIVE_AUTO = 1,   /* "auto": shift by |min| */
+  CRP_POSITIVE_OFFSET = 2  /* a number o: shift by |min| + o (o = 0 means no shift) */
+} crp_positive_shift;
+
 typedef struct crp_circle_config {
   int radius_auto;        /* 0: fixed `radius`; 1: radius_scale * |max coordinate| */
   double radius;
@@ -30,7 +37,7 @@ typedef struct crp_circle_config {
   double alpha;
   int move_to_origin;
   double dff_rate;        /* 0 = off */
-  int move_to_positive;   /* 0 none, 1 "auto", 2 offset (an offset of 0 is no shift) */
+  int move_to_positive;   /* a crp_positive_shift value (an int: any value is checked) */
   double positive_offset;
 } crp_circle_config;
 
@@ -59,6 +66,24 @@ typedef struct crp_rope_index_input {
 void crp_circle_config_default(crp_circle_config* config);
 /* Qwen2.5-VL's constants. */
 void crp_vision_config_default(crp_vision_config* config);
+
+/* One option from its text, read with the grammar every circlerope front end shares
+ * (circlerope/options.h), for engines that read a model's config file:
+ *   radius            "10", "auto", "auto-2.5"
+ *   alpha, dff_rate   a decimal number in [0, 1] ("0.5"); dff_rate also "false" / "true"
+ *   move_to_origin    "true" / "false"
+ *   move_to_positive  "false", "auto" or a decimal offset ("3")
+ *   method            "circle"
+ * Numbers are decimal only (no hex, inf, nan, spaces or '_'). On error the config is
+ * unchanged and the message names the key and the value. */
+crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size);
+/* spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
+ * video_token_id (integers / numbers as text), time ("seconds" or "index"). */
+crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size);
+/* "vanilla", "unordered", "mrope", "circle" -> a crp_scheme value. */
+crp_status crp_scheme_parse(const char* text, int* scheme, char* error, size_t error_size);
 
 /* `scheme` is a crp_scheme value, taken as int so that any value a caller
  * passes is a reported error rather than an invalid enum (undefined in C++). */

@@ -50,6 +50,11 @@ typedef struct crp_rotary_table crp_rotary_table; /* opaque */
 
 /* Qwen2.5-VL: theta 1e6, rotary dim 128, chunked [16, 24, 24]. */
 void crp_rotary_config_default(crp_rotary_config* config);
+/* One option from its text, with the grammar of every front end (circlerope/options.h):
+ * theta ("1e6"), rotary_dim ("128"), layout ("chunked", "interleaved", "single"),
+ * sections ("16,24,24"). On error the config is unchanged. */
+crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size);
 
 /* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores. */
 crp_status crp_rotary_table_create(const crp_rotary_config* config, const float* position_ids,

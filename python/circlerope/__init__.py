@@ -57,35 +57,27 @@ Tensor = torch.Tensor
 
 
 # ------------------------------------------------------------ value checks ---
-# Python, NumPy and one-element tensor numbers are accepted; bools and strings are not
-# numbers here, and floats are not integers (2.7 merge size is a mistake, not a 2).
+# Configuration values are read and judged by the core, with the one grammar every front end
+# shares (circlerope/options.h): the classes below hand the user's raw values to _core. What
+# stays here is what the core cannot see: numpy and one-element tensor scalars become Python
+# scalars, and the Python-only arguments (layer indices) are checked.
 
-def _scalar(value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+def _plain(value):
+    """A numpy scalar or a one-element tensor as the Python scalar it holds."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type != "meta":
+        return value.item()
+    if isinstance(value, np.generic):
         return value.item()
     return value
 
 
-def _real(value, name: str) -> float:
-    value = _scalar(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    return float(value)
-
-
 def _integer(value, name: str, low: int = -2 ** 63, high: int = 2 ** 63 - 1) -> int:
-    value = _scalar(value)
+    value = _plain(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if not low <= int(value) <= high:
         raise ValueError(f"{name} = {int(value)} is outside [{low}, {high}]")
     return int(value)
-
-
-def _flag(value, name: str) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 def _text(value, name: str) -> str:
@@ -103,7 +95,7 @@ class CircleConfig:
     radius: a number > 0, "auto" or "auto-k" (k * |largest centred coordinate|).
     alpha: weight of the polar angle against the raster angle, in [0, 1].
     move_to_origin: centre the grid before taking angles.
-    dff_rate: beta in [0, 1], a blend towards the un-ringed grid (0 = off).
+    dff_rate: beta in [0, 1], a blend towards the un-ringed grid (0 = off; True = 1).
     move_to_positive: None (off), "auto" (shift by |min|) or a number (|min| + offset).
     """
 
@@ -114,46 +106,12 @@ class CircleConfig:
     move_to_positive: Union[None, str, float] = None
 
     def __post_init__(self):
-        args = self._compute_args()
-        _core.validate_circle(args)
+        args = _core.circle_config(_plain(self.radius), _plain(self.alpha), _plain(self.move_to_origin),
+                                   _plain(self.dff_rate), _plain(self.move_to_positive))
         object.__setattr__(self, "_cached_args", args)  # frozen: computed once
 
     def _args(self) -> tuple:
         return self._cached_args
-
-    def _compute_args(self) -> tuple:
-        radius, radius_mode, scale = self.radius, "fixed", 1.0
-        if isinstance(radius, str):
-            if radius == "auto":
-                radius_mode, radius = "auto", 10.0
-            elif radius.startswith("auto-"):
-                try:
-                    scale = float(radius[5:])
-                except ValueError:
-                    raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
-                                     "\"auto-k\" with a number k)") from None
-                radius_mode, radius = "auto", 10.0
-            else:
-                raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
-                                 "\"auto-k\" with a number k)")
-        else:
-            radius = _real(radius, "circle: radius (a number, \"auto\" or \"auto-k\")")
-        shift, offset = "none", 0.0
-        positive = self.move_to_positive
-        if positive is None or positive is False:
-            pass
-        elif positive == "auto":
-            shift = "auto"
-        elif isinstance(positive, str):
-            raise ValueError(f"circle: move_to_positive {positive!r} (expected None, \"auto\" or a number)")
-        else:
-            shift, offset = "offset", _real(positive, "circle: move_to_positive (None, \"auto\" or a number)")
-        dff = self.dff_rate
-        if isinstance(dff, (bool, np.bool_)):  # the reference's `dff_rate: true` means beta = 1
-            dff = 1.0 if dff else 0.0
-        return (radius_mode, float(radius), float(scale), _real(self.alpha, "circle: alpha"),
-                _flag(self.move_to_origin, "circle: move_to_origin"), _real(dff, "circle: dff_rate"),
-                shift, float(offset))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,20 +130,13 @@ class VisionConfig:
     time: str = "seconds"
 
     def __post_init__(self):
-        args = self._compute_args()
-        _core.validate_vision(args)
+        args = _core.vision_config(*(_plain(x) for x in (
+            self.spatial_merge_size, self.tokens_per_second, self.vision_start_token_id,
+            self.image_token_id, self.video_token_id, self.time)))
         object.__setattr__(self, "_cached_args", args)
 
     def _args(self) -> tuple:
         return self._cached_args
-
-    def _compute_args(self) -> tuple:
-        return (_integer(self.spatial_merge_size, "vision: spatial_merge_size"),
-                _real(self.tokens_per_second, "vision: tokens_per_second"),
-                _integer(self.vision_start_token_id, "vision: vision_start_token_id"),
-                _integer(self.image_token_id, "vision: image_token_id"),
-                _integer(self.video_token_id, "vision: video_token_id"),
-                _text(self.time, "vision: time"))
 
     @classmethod
     def from_hf_config(cls, config) -> "VisionConfig":
@@ -217,16 +168,14 @@ class RotaryConfig:
     pairing: str = "neox"
 
     def __post_init__(self):
-        if self.pairing not in ("neox", "gptj"):
-            raise ValueError(f"rotary: pairing {self.pairing!r} (expected neox or gptj)")
-        try:
-            sections = [_integer(x, "rotary: a section") for x in self.sections]
-        except TypeError:
-            raise ValueError(f"rotary: sections must be 3 integers [t, h, w], got {self.sections!r}") from None
-        dim = (_integer(self.rotary_dim, "rotary: rotary_dim") if self.rotary_dim is not None
-               else 2 * sum(sections))
-        args = (_real(self.theta, "rotary: theta"), dim, _text(self.layout, "rotary: layout"), sections)
-        _core.validate_rotary(args)
+        # pairing is a kernel setting, checked here by name (the operators read it again)
+        if not isinstance(self.pairing, str) or self.pairing not in ("neox", "gptj"):
+            raise ValueError(f"RotaryConfig.pairing must be 'neox' or 'gptj' (got {self.pairing!r})")
+        sections = self.sections
+        if isinstance(sections, (tuple, list)):
+            sections = tuple(_plain(x) for x in sections)
+        args = _core.rotary_config(_plain(sections), _plain(self.theta), _plain(self.layout),
+                                   _plain(self.rotary_dim))
         object.__setattr__(self, "_cached_args", args)
 
     @property
@@ -426,7 +375,7 @@ class AgePlan:
         return len(self)
 
     def _check(self, layer: int) -> int:
-        value = _scalar(layer)
+        value = _plain(layer)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
             raise ValueError(f"layer must be an integer, got {layer!r}")
         if not 0 <= int(value) < len(self):

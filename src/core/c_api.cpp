@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "c_guard.h"
+#include "circlerope/options.h"
 #include "circlerope/positions.h"
 
 namespace {
@@ -22,6 +23,41 @@ static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
 
 using detail::guarded;
 
+static_assert(static_cast<int>(PositiveShift::none) == CRP_POSITIVE_NONE &&
+                  static_cast<int>(PositiveShift::automatic) == CRP_POSITIVE_AUTO &&
+                  static_cast<int>(PositiveShift::offset) == CRP_POSITIVE_OFFSET,
+              "crp_positive_shift values are cast to circlerope::PositiveShift");
+
+// The C struct as the C++ one; ints from C are range-checked before they become enums.
+CircleConfig to_cpp(const crp_circle_config& c) {
+  if (c.move_to_positive < CRP_POSITIVE_NONE || c.move_to_positive > CRP_POSITIVE_OFFSET)
+    throw Error("crp_circle_config.move_to_positive must be a crp_positive_shift (0, 1 or 2; got " +
+                std::to_string(c.move_to_positive) + ")");
+  return {c.radius_auto ? RadiusMode::automatic : RadiusMode::fixed,
+          c.radius,
+          c.radius_scale,
+          c.alpha,
+          c.move_to_origin != 0,
+          c.dff_rate,
+          static_cast<PositiveShift>(c.move_to_positive),
+          c.positive_offset};
+}
+
+crp_circle_config to_c(const CircleConfig& c) {
+  return {c.radius_mode == RadiusMode::automatic ? 1 : 0, c.radius, c.radius_scale, c.alpha,
+          c.move_to_origin ? 1 : 0, c.dff_rate, static_cast<int>(c.move_to_positive), c.positive_offset};
+}
+
+VisionConfig to_cpp(const crp_vision_config& v) {
+  return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
+          v.video_token_id, v.time_is_index ? TimeMode::index : TimeMode::seconds};
+}
+
+crp_vision_config to_c(const VisionConfig& v) {
+  return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
+          v.video_token_id, v.time == TimeMode::index ? 1 : 0};
+}
+
 std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {
   if (n < 0 || (n > 0 && !thw)) throw Error(std::string(name) + ": NULL pointer or negative count");
   std::vector<GridTHW> out(static_cast<size_t>(n));
@@ -35,15 +71,39 @@ extern "C" {
 
 void crp_circle_config_default(crp_circle_config* c) {
   if (!c) return;
-  const CircleConfig d;
-  *c = {0, d.radius, d.radius_scale, d.alpha, d.move_to_origin ? 1 : 0, d.dff_rate, 0, 0.0};
+  *c = to_c(CircleConfig{});
 }
 
 void crp_vision_config_default(crp_vision_config* v) {
   if (!v) return;
-  const VisionConfig d;
-  *v = {d.spatial_merge_size, d.tokens_per_second, d.vision_start_token_id, d.image_token_id,
-        d.video_token_id, 0};
+  *v = to_c(VisionConfig{});
+}
+
+crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!config || !key || !value) throw Error("crp_circle_config_set: NULL argument");
+    CircleConfig c = to_cpp(*config);
+    set_circle_option(c, key, OptionValue::text(value), key);
+    *config = to_c(c);
+  });
+}
+
+crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!config || !key || !value) throw Error("crp_vision_config_set: NULL argument");
+    VisionConfig v = to_cpp(*config);
+    set_vision_option(v, key, OptionValue::text(value), key);
+    *config = to_c(v);
+  });
+}
+
+crp_status crp_scheme_parse(const char* text, int* scheme, char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!text || !scheme) throw Error("crp_scheme_parse: NULL argument");
+    *scheme = static_cast<int>(scheme_option(OptionValue::text(text), "scheme"));
+  });
 }
 
 crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_config* vision,
@@ -74,26 +134,9 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
         .second_per_grid_ts = in->second_per_grid_ts
                                   ? std::span<const double>(in->second_per_grid_ts, videos.size())
                                   : std::span<const double>{}};
-    const VisionConfig v{vision->spatial_merge_size, vision->tokens_per_second,
-                         vision->vision_start_token_id, vision->image_token_id,
-                         vision->video_token_id,
-                         vision->time_is_index ? TimeMode::index : TimeMode::seconds};
+    const VisionConfig v = to_cpp(*vision);
     Geometry g{static_cast<Scheme>(scheme), {}};
-    if (circle) {
-      g.circle = {circle->radius_auto ? RadiusMode::automatic : RadiusMode::fixed,
-                  circle->radius,
-                  circle->radius_scale,
-                  circle->alpha,
-                  circle->move_to_origin != 0,
-                  circle->dff_rate,
-                  circle->move_to_positive == 1   ? PositiveShift::automatic
-                  : circle->move_to_positive == 2 ? PositiveShift::offset
-                                                  : PositiveShift::none,
-                  circle->positive_offset};
-      if (circle->move_to_positive < 0 || circle->move_to_positive > 2)
-        throw Error("crp_circle_config.move_to_positive must be 0, 1 or 2 (got " +
-                    std::to_string(circle->move_to_positive) + ")");
-    }
+    if (circle) g.circle = to_cpp(*circle);
     rope_index_into(input, v, g, {position_ids, 3 * n}, {rope_deltas, static_cast<size_t>(in->batch)});
   });
 }

@@ -1,5 +1,6 @@
 // Names and validation of the configuration types (SPEC 1, 3, 4).
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "circlerope/positions.h"
@@ -74,7 +75,9 @@ void validate(const RotaryConfig& r) {
     fail("rotary dim must be even and in [2, 1024] (got ", r.rotary_dim, ")");
   if (r.layout == FrequencyLayout::single) return;
   const auto [st, sh, sw] = r.sections;
-  if (st < 0 || sh < 0 || sw < 0 || st + sh + sw != r.rotary_dim / 2)
+  // Summed in 64 bits: in int, 2147483647 + 2147483647 + 66 wraps to 64 and passed.
+  if (st < 0 || sh < 0 || sw < 0 ||
+      std::int64_t{st} + std::int64_t{sh} + std::int64_t{sw} != r.rotary_dim / 2)
     fail("mrope sections [", st, ", ", sh, ", ", sw, "] must be >= 0 and sum to rotary_dim/2 = ",
          r.rotary_dim / 2);
 }

@@ -7,6 +7,7 @@
 #include "../core/c_guard.h"
 #include "../core/fail.h"
 #include "circlerope/kernels.h"
+#include "circlerope/options.h"
 
 struct crp_rotary_table {
   circlerope::RotaryTable table;
@@ -49,6 +50,15 @@ HeadTensor to_cpp(const crp_head_tensor& t, const char* what, int index) {
   return out;
 }
 
+RotaryConfig to_cpp(const crp_rotary_config& config) {
+  RotaryConfig c;
+  c.theta = config.theta;
+  c.rotary_dim = config.rotary_dim;
+  c.layout = checked_enum<FrequencyLayout>(config.layout, 3, "layout");
+  c.sections = {config.sections[0], config.sections[1], config.sections[2]};
+  return c;
+}
+
 }  // namespace
 
 extern "C" {
@@ -62,6 +72,19 @@ void crp_rotary_config_default(crp_rotary_config* config) {
   for (int i = 0; i < 3; ++i) config->sections[i] = d.sections[static_cast<std::size_t>(i)];
 }
 
+crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!config || !key || !value) fail("crp_rotary_config_set: NULL argument");
+    RotaryConfig c = to_cpp(*config);
+    set_rotary_option(c, key, OptionValue::text(value), key);
+    config->theta = c.theta;
+    config->rotary_dim = c.rotary_dim;
+    config->layout = static_cast<int>(c.layout);
+    for (int i = 0; i < 3; ++i) config->sections[i] = c.sections[static_cast<std::size_t>(i)];
+  });
+}
+
 crp_status crp_rotary_table_create(const crp_rotary_config* config, const float* position_ids,
                                    int64_t batch, int64_t seq_len, int threads,
                                    crp_rotary_table** table, char* error, size_t error_size) {
@@ -69,11 +92,7 @@ crp_status crp_rotary_table_create(const crp_rotary_config* config, const float*
     if (!table) fail("table (the output pointer) is NULL");
     *table = nullptr;
     if (!config) fail("config is NULL");
-    RotaryConfig c;
-    c.theta = config->theta;
-    c.rotary_dim = config->rotary_dim;
-    c.layout = checked_enum<FrequencyLayout>(config->layout, 3, "layout");
-    c.sections = {config->sections[0], config->sections[1], config->sections[2]};
+    const RotaryConfig c = to_cpp(*config);
     auto* created = new crp_rotary_table{make_rotary_table(c, position_ids, batch, seq_len, threads)};
     *table = created;
   });
