@@ -107,15 +107,10 @@ struct Source {
   bool from_request() const { return !request_path.empty(); }
 
   Request request() const {
-    std::string text;
-    if (request_path == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), {});
-    } else {
-      std::ifstream in(request_path, std::ios::binary);
-      if (!in) throw Error("cannot read request file '" + request_path + "'");
-      text.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    return parse_request_text(text);
+    if (request_path == "-") return parse_request_text(read_request(std::cin, "on stdin"));
+    std::ifstream in(request_path, std::ios::binary);
+    if (!in) throw Error("cannot read request file '" + request_path + "'");
+    return parse_request_text(read_request(in, "'" + request_path + "'"));
   }
 
   // Positions of the source under `geometry`; for a request, its own arrays.
@@ -186,7 +181,7 @@ void print_positions(const Positions& p, const Geometry& g, const std::string& f
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
   warn_collisions(p, g);
   if (format == "json") {
-    std::cout << positions_json(p, decode).dump() << "\n";
+    write_positions_json(std::cout, p, decode);
     return;
   }
   std::cout << positions_table(p, g, row);
@@ -303,6 +298,10 @@ int run_bench_positions(const std::string& format, double min_seconds) {
 }
 
 std::string one_line(std::string message) {
+  // Messages quote bounded excerpts of the input; this is the last guard (CLI11's own
+  // messages quote arguments whole).
+  constexpr std::size_t kLongest = 1000;
+  if (message.size() > kLongest) message = message.substr(0, kLongest - 3) + "...";
   std::replace(message.begin(), message.end(), '\n', ' ');
   while (!message.empty() && message.back() == ' ') message.pop_back();
   return message;

@@ -1,7 +1,12 @@
 #include "request.h"
 
 #include <algorithm>
+#include <charconv>
+#include <ostream>
 #include <cmath>
+#include <cstring>
+#include <istream>
+#include <set>
 #include <initializer_list>
 #include <limits>
 #include <string_view>
@@ -20,11 +25,56 @@ namespace {
   throw Error("request." + where + ": " + what);
 }
 
+// At most about kShown characters of `value` for a message. Never dump() the whole value: a
+// deep or huge one overflowed the stack or took memory in proportion to its size (issue 9
+// item 2). Each level adds a character before it descends, so recursion stops within kShown
+// levels whatever the value's depth.
+constexpr std::size_t kShown = 40;
+
+void append_shown(const json& v, std::string& out) {
+  if (out.size() >= kShown) return;
+  switch (v.type()) {
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const json& item : v) {
+        if (out.size() >= kShown) return;
+        if (!first) out += ',';
+        first = false;
+        append_shown(item, out);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, item] : v.items()) {
+        if (out.size() >= kShown) return;
+        if (!first) out += ',';
+        first = false;
+        out += json(key.substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
+        append_shown(item, out);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::string:
+      out += json(v.get_ref<const std::string&>().substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    default: out += v.dump(); return;  // a scalar: a few characters
+  }
+}
+
 std::string shown(const json& value) {
-  std::string s = value.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  std::string s;
+  append_shown(value, s);
+  if (s.size() > kShown) s = s.substr(0, kShown - 3) + "...";
   return s;
 }
+
+// A key for a message (keys come from the request: bounded like any other value).
+std::string key_shown(const std::string& key) { return key.size() > kShown ? key.substr(0, kShown - 3) + "..." : key; }
 
 void only_keys(const json& object, const std::string& where,
                std::initializer_list<std::string_view> keys) {
@@ -33,12 +83,16 @@ void only_keys(const json& object, const std::string& where,
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
     std::string list;  // built only for the message
     for (std::string_view k : keys) list.append(list.empty() ? "" : ", ").append(k);
-    bad(where.empty() ? key : where + "." + key, "unknown key (expected one of: " + list + ")");
+    bad(where.empty() ? key_shown(key) : where + "." + key_shown(key), "unknown key (expected one of: " + list + ")");
   }
 }
 
 int64_t integer(const json& v, const std::string& where) {
   if (!v.is_number_integer()) bad(where, "expected an integer, got " + shown(v));
+  // nlohmann keeps 2^63 .. 2^64-1 as unsigned: get<int64_t>() wrapped them (18446744073709551615
+  // was read as -1; issue 9 item 7).
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    bad(where, "integer " + v.dump() + " is beyond the int64 range [-2^63, 2^63)");
   return v.get<int64_t>();
 }
 
@@ -106,7 +160,7 @@ VisionConfig parse_vision(const json& v) {
   if (v.is_null()) return out;
   if (!v.is_object()) bad("vision", "expected a JSON object, got " + shown(v));
   for (const auto& [key, value] : v.items())
-    set_vision_option(out, key, option_value(value), "request.vision." + key);
+    set_vision_option(out, key, option_value(value), "request.vision." + key_shown(key));
   try {
     validate(out);
   } catch (const Error& e) {
@@ -123,7 +177,7 @@ CircleConfig parse_circle_config(const json& c) {
   out.move_to_origin = false;  // the reference's config.get(..., False)
   if (!c.contains("radius")) bad("circle.radius", "missing (a number > 0, \"auto\" or \"auto-k\")");
   for (const auto& [key, value] : c.items())
-    set_circle_option(out, key, option_value(value), "request.circle." + key);
+    set_circle_option(out, key, option_value(value), "request.circle." + key_shown(key));
   try {
     validate(out);
   } catch (const Error& e) {
@@ -171,36 +225,120 @@ Request parse_request(const json& j) {
 }
 
 Request parse_request_text(const std::string& text) {
+  if (text.size() > kMaxRequestBytes)
+    throw Error("request is " + std::to_string(text.size()) + " bytes, more than the limit of " +
+                std::to_string(kMaxRequestBytes) + " (64 MiB)");
+  // nlohmann stops at a NUL and ignored everything after it (issue 9 item 7).
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error("request has a NUL byte at offset " + std::to_string(nul) + " (a request is JSON text)");
+  // Checked while parsing, before any deep or huge value exists: nesting depth, duplicate
+  // keys (the last one silently won), the number of values.
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::size_t values = 0;
+  const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= kMaxJsonDepth)
+          throw Error("request nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        if (event == json::parse_event_t::object_start) keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end: keys.pop_back(); break;
+      case json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!keys.back().insert(key).second)
+          throw Error("request has the key " + shown(parsed) + " twice in one object");
+        break;
+      }
+      case json::parse_event_t::value:
+        if (++values > kMaxRequestValues)
+          throw Error("request holds more than " + std::to_string(kMaxRequestValues) + " values, the limit");
+        break;
+      default: break;
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(text);
+    j = json::parse(text, check);
   } catch (const json::exception& e) {  // syntax errors, number overflow
-    throw Error("request is not valid JSON: " + std::string(e.what()));
+    // nlohmann quotes the offending token whole (a 100 kB number literal, say): cut it.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 197) + "...";
+    throw Error("request is not valid JSON: " + what);
   }
   return parse_request(j);
 }
 
-json positions_json(const Positions& p, int64_t decode) {
-  auto cube = [](const float* data, int64_t batch, int64_t len) {
-    json axes = json::array();
-    for (int axis = 0; axis < 3; ++axis) {
-      json rows = json::array();
-      for (int64_t b = 0; b < batch; ++b) {
-        const float* row = data + (axis * batch + b) * len;
-        rows.push_back(std::vector<double>(row, row + len));
-      }
-      axes.push_back(std::move(rows));
-    }
-    return axes;
-  };
-  json out;
-  out["position_ids"] = cube(p.position_ids.data(), p.batch, p.seq_len);
-  out["rope_deltas"] = std::vector<double>(p.rope_deltas.begin(), p.rope_deltas.end());
-  if (decode > 0) {
-    const std::vector<float> d = decode_positions(p.rope_deltas, p.seq_len, decode);
-    out["decode_position_ids"] = cube(d.data(), p.batch, decode);
+std::string read_request(std::istream& in, const std::string& name) {
+  std::string text;
+  char buffer[1 << 16];
+  while (in) {
+    in.read(buffer, sizeof buffer);
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (const void* nul = std::memchr(buffer, '\0', got))
+      throw Error("request " + name + " has a NUL byte at offset " +
+                  std::to_string(text.size() + static_cast<std::size_t>(static_cast<const char*>(nul) - buffer)) +
+                  " (a request is JSON text)");
+    if (text.size() + got > kMaxRequestBytes)
+      throw Error("request " + name + " is more than " + std::to_string(kMaxRequestBytes) +
+                  " bytes (64 MiB), the limit");
+    text.append(buffer, got);
   }
-  return out;
+  if (in.bad()) throw Error("cannot read request " + name);
+  return text;
+}
+
+void write_positions_json(std::ostream& out, const Positions& p, int64_t decode) {
+  // Everything that can fail happens before the first byte is written (issue 9 item 12).
+  if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
+  const std::vector<float> next = decode > 0 ? decode_positions(p.rope_deltas, p.seq_len, decode) : std::vector<float>{};
+  // Streamed, not built as a JSON document: at kMaxTokens tokens a document of the positions
+  // took gigabytes (issue 9 item 11). Numbers are written as nlohmann writes them: the
+  // shortest text that reads back as the same double, with ".0" on integral values.
+  std::string line;
+  auto number = [&](float v) {
+    char buffer[32];
+    const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(v));
+    const std::string_view text(buffer, static_cast<std::size_t>(end - buffer));
+    line.append(text);
+    if (text.find_first_of(".en") == std::string_view::npos) line.append(".0");
+  };
+  auto cube = [&](const float* data, int64_t batch, int64_t len) {
+    line += '[';
+    for (int axis = 0; axis < 3; ++axis) {
+      line += axis ? ",[" : "[";
+      for (int64_t b = 0; b < batch; ++b) {
+        line += b ? ",[" : "[";
+        const float* row = data + (axis * batch + b) * len;
+        for (int64_t s = 0; s < len; ++s) {
+          if (s) line += ',';
+          number(row[s]);
+          if (line.size() > (1 << 16)) {
+            out << line;
+            line.clear();
+          }
+        }
+        line += ']';
+      }
+      line += ']';
+    }
+    line += ']';
+  };
+  line += "{\"position_ids\":";
+  cube(p.position_ids.data(), p.batch, p.seq_len);
+  line += ",\"rope_deltas\":[";
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (b) line += ',';
+    number(p.rope_deltas[static_cast<std::size_t>(b)]);
+  }
+  line += ']';
+  if (decode > 0) {
+    line += ",\"decode_position_ids\":";
+    cube(next.data(), p.batch, decode);
+  }
+  line += "}\n";
+  out << line;
 }
 
 }  // namespace circlerope::cli

@@ -437,6 +437,31 @@ static void test_options_from_text(void) {
   CHECK(CRP_POSITIVE_NONE == 0 && CRP_POSITIVE_AUTO == 1 && CRP_POSITIVE_OFFSET == 2);
 }
 
+/* Issue 9 item 4: batch = 2^62 with seq_len = 0 passed the product check (0 tokens) and the
+ * core then wrote 2^62 rope_deltas: a segfault. batch and seq_len are bounded each on its own. */
+static void regression_batch_without_tokens(void) {
+  crp_rope_index_input in;
+  memset(&in, 0, sizeof in);
+  in.batch = (int64_t)1 << 62;
+  in.seq_len = 0;
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[3], deltas[4];
+  char err[256];
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "4611686018427387904"), err);
+  in.batch = 0;
+  in.seq_len = (int64_t)1 << 62;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  in.batch = CRP_MAX_TOKENS + 1;
+  in.seq_len = 0;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "16777216"), err);
+  const float d[1] = {0.0f};
+  CHECK(crp_decode_positions(d, 1, 0, (int64_t)1 << 30, pos, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "1073741824"), err);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -448,6 +473,7 @@ int main(void) {
   regression_unknown_scheme();
   regression_size_overflow();
   test_options_from_text();
+  regression_batch_without_tokens();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

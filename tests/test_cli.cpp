@@ -341,6 +341,38 @@ TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
                   "[2147483647, 2147483647, 66]");
 }
 
+// Issue 9 items 2, 7 and 11 through the command: each of these crashed, was accepted, or
+// read without limit.
+TEST_F(Cli, RequestReaderRefusesWhatItUsedToMisreadOrCrashOn) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_rejected(run("positions --request -", deep), "deeper than 32 levels");  // was SIGSEGV
+  expect_rejected(run("positions --request -", "{\"scheme\": " + deep + "}"), "deeper than 32 levels");
+  expect_rejected(run("positions --request -", "{\"input_ids\": [[1, " + deep + "]]}"), "deeper than 32 levels");
+  expect_rejected(run("positions --request -", std::string("{\"input_ids\": [[1]]}") + '\0' + "garbage"),
+                  "NUL byte at offset 20");
+  expect_rejected(run("positions --request -", R"({"input_ids": [[1]], "input_ids": [[2]]})"), "twice in one object");
+  expect_rejected(run("positions --request -", R"({"input_ids": [[18446744073709551615]]})"),
+                  "18446744073709551615 is beyond the int64 range");
+  const Outcome long_value = run("positions --request -", "{\"scheme\": \"" + std::string(1000000, 'x') + "\"}");
+  expect_rejected(long_value, "unknown scheme 'xxxxxxxx");
+  EXPECT_LT(long_value.err.size(), 300u);
+}
+
+TEST_F(Cli, RequestSizeIsLimitedWhileReading) {
+  // /dev/zero was read until memory ran out; a NUL is now refused in the first block.
+  expect_rejected(run("positions --request /dev/zero"), "request '/dev/zero' has a NUL byte at offset 0");
+  // More than 64 MiB is refused once 64 MiB have been read, not after reading everything.
+  const Outcome big = run("positions --request -", std::string((std::size_t{64} << 20) + 4096, ' '));
+  expect_rejected(big, "request on stdin is more than 67108864 bytes (64 MiB), the limit");
+}
+
+TEST_F(Cli, LayoutsLargerThanTheTokenLimitAreRefusedBeforeAllocating) {
+  // text:2147483648 passed the old 2^31 limit and then asked for 24 GiB.
+  expect_rejected(run("positions --layout text:2147483648"),
+                  "layout has more than 16777216 tokens, the limit of one call (segment 0 adds 2147483648 to 0)");
+  expect_rejected(run("ptd --layout text:16777216,image:2x2"), "segment 1 adds 4 to 16777216");
+}
+
 struct BadInvocation {
   const char* args;
   const char* fragment;

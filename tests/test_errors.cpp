@@ -213,7 +213,7 @@ TEST(Errors, InputIdsAndMaskShapes) {
   Batch huge;  // batch x seq_len overflows int64
   huge.batch = int64_t{1} << 40;
   huge.seq = int64_t{1} << 40;
-  EXPECT_THAT(rope_error(huge), HasSubstr("out of range"));
+  EXPECT_THAT(rope_error(huge), HasSubstr("is more than 16777216 tokens"));
 }
 
 // -------------------------------------------------------------- configs ---

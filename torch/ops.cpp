@@ -212,7 +212,8 @@ struct QkLayout {
 QkLayout parse_qk_layout(const std::string& text) {
   if (text == "bhsd") return {true};
   if (text == "bshd") return {false};
-  C10_THROW_ERROR(ValueError, "qk_layout '" + text + "' (expected bhsd or bshd)");
+  const std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;  // messages stay bounded
+  C10_THROW_ERROR(ValueError, "qk_layout '" + shown + "' (expected bhsd or bshd)");
 }
 
 // x as the kernels' [batch, seq, heads, head_dim] view.

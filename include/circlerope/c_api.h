@@ -14,6 +14,10 @@
 extern "C" {
 #endif
 
+/* Most tokens one call handles (batch x seq_len, and each of them; batch x count when
+ * decoding): larger sizes return CRP_INVALID_ARGUMENT naming them (circlerope::kMaxTokens). */
+#define CRP_MAX_TOKENS ((int64_t)1 << 24)
+
 typedef enum crp_status { CRP_OK = 0, CRP_INVALID_ARGUMENT = 1, CRP_INTERNAL_ERROR = 2 } crp_status;
 
 typedef enum crp_scheme {

@@ -44,11 +44,11 @@ AgePlan make_age_plan(std::string_view spec, int layers) {
     for (int l = 1; l < layers; l += 2) pattern[l] = 'M';
   } else {
     if (spec.empty() || spec.size() > static_cast<size_t>(layers))
-      detail::fail("AGE plan '", spec, "': expected all, lower, upper, alternate, strategy_1..4, or a "
+      detail::fail("AGE plan ", detail::quoted(spec), ": expected all, lower, upper, alternate, strategy_1..4, or a "
                    "pattern of C/M/V/U letters no longer than the ", layers, " layers");
     for (size_t i = 0; i < spec.size(); ++i)
       if (spec[i] != 'C' && spec[i] != 'M' && spec[i] != 'V' && spec[i] != 'U')
-        detail::fail("AGE plan '", spec, "': letter ", i, " '", spec[i],
+        detail::fail("AGE plan ", detail::quoted(spec), ": letter ", i, " ", detail::quoted(spec.substr(i, 1)),
                      "' is not C (circle), M (mrope), V (vanilla) or U (unordered)");
     for (int l = 0; l < layers; ++l) pattern[l] = spec[static_cast<size_t>(l) % spec.size()];
   }

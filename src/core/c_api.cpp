@@ -23,6 +23,8 @@ static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
 
 using detail::guarded;
 
+static_assert(CRP_MAX_TOKENS == kMaxTokens, "the C header states the core's limit");
+
 static_assert(static_cast<int>(PositiveShift::none) == CRP_POSITIVE_NONE &&
                   static_cast<int>(PositiveShift::automatic) == CRP_POSITIVE_AUTO &&
                   static_cast<int>(PositiveShift::offset) == CRP_POSITIVE_OFFSET,
@@ -114,11 +116,14 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
       throw Error("crp_rope_index: NULL argument");
     if (scheme < CRP_SCHEME_VANILLA || scheme > CRP_SCHEME_CIRCLE)
       throw Error("crp_rope_index: unknown scheme " + std::to_string(scheme));
+    // batch and seq_len bounded each on its own as well as their product: batch 2^62 with
+    // seq_len 0 holds no token, but rope_deltas would have 2^62 entries (issue 9 item 4).
     int64_t total = 0;
-    if (in->batch < 0 || in->seq_len < 0 || __builtin_mul_overflow(in->batch, in->seq_len, &total) ||
-        total > (int64_t{1} << 40))
+    if (in->batch < 0 || in->seq_len < 0 || in->batch > kMaxTokens || in->seq_len > kMaxTokens ||
+        __builtin_mul_overflow(in->batch, in->seq_len, &total) || total > kMaxTokens)
       throw Error("crp_rope_index: batch " + std::to_string(in->batch) + " x seq_len " +
-                  std::to_string(in->seq_len) + " is negative or too large");
+                  std::to_string(in->seq_len) + " is negative or more than " + std::to_string(kMaxTokens) +
+                  " tokens (CRP_MAX_TOKENS), the limit of one call");
     if (total > 0 && !in->input_ids) throw Error("crp_rope_index: input_ids is NULL");
     const auto n = static_cast<size_t>(total);
     const std::vector<GridTHW> images = grids(in->image_grid_thw, in->n_images, "image_grid_thw");
@@ -144,7 +149,7 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
 crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t first, int64_t count,
                                 float* out, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
-    if (batch < 0 || batch > (int64_t{1} << 40) || (batch > 0 && !rope_deltas))
+    if (batch < 0 || batch > kMaxTokens || (batch > 0 && !rope_deltas))
       throw Error("crp_decode_positions: rope_deltas is NULL or batch " + std::to_string(batch) + " is out of range");
     const std::vector<float> d = decode_positions({rope_deltas, static_cast<size_t>(batch)}, first, count);
     if (!d.empty() && !out) throw Error("crp_decode_positions: out is NULL");

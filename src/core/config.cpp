@@ -24,7 +24,7 @@ std::string_view to_string(Scheme scheme) {
 Scheme parse_scheme(std::string_view text) {
   for (Scheme s : kAllSchemes)
     if (text == to_string(s)) return s;
-  fail("unknown scheme '", text, "' (expected vanilla, unordered, mrope or circle)");
+  fail("unknown scheme ", detail::quoted(text), " (expected vanilla, unordered, mrope or circle)");
 }
 
 std::string_view to_string(FrequencyLayout layout) {
@@ -39,7 +39,7 @@ std::string_view to_string(FrequencyLayout layout) {
 FrequencyLayout parse_frequency_layout(std::string_view text) {
   for (auto l : {FrequencyLayout::chunked, FrequencyLayout::interleaved, FrequencyLayout::single})
     if (text == to_string(l)) return l;
-  fail("unknown frequency layout '", text, "' (expected chunked, interleaved or single)");
+  fail("unknown frequency layout ", detail::quoted(text), " (expected chunked, interleaved or single)");
 }
 
 void validate(const CircleConfig& c) {

@@ -12,6 +12,7 @@
 namespace circlerope {
 
 using detail::fail;
+using detail::quoted;
 
 namespace {
 
@@ -63,24 +64,6 @@ Decimal scan_decimal(std::string_view s) {
   d.zero = !seen;
   d.magnitude = int_digits - 1 - first_nonzero + exponent;
   return d;
-}
-
-// Text for messages: quoted, at most ~40 characters, bytes outside printable ASCII escaped.
-std::string quoted(std::string_view s) {
-  constexpr std::size_t kShown = 40;
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < kShown; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\x%02x", c);
-      out += buffer;
-    }
-  }
-  if (s.size() > kShown) out += "...";
-  return out + "'";
 }
 
 std::string number_shown(double v) {

@@ -32,12 +32,11 @@ struct Chunk {
   double seconds = 1.0;  // second_per_grid_t of a video
 };
 
-// Each term is at most 2^31 when added, so the running sum cannot overflow.
-constexpr int64_t kMaxLayoutTokens = int64_t{1} << 31;
-
+// Each term is at most kMaxTokens when added, so the running sum cannot overflow.
 void add_layout_tokens(int64_t& total, int64_t tokens, size_t segment) {
-  if (tokens > kMaxLayoutTokens || total + tokens > kMaxLayoutTokens)
-    fail("layout has more than 2^31 tokens (at segment ", segment, ")");
+  if (tokens > kMaxTokens || total + tokens > kMaxTokens)
+    fail("layout has more than ", kMaxTokens, " tokens, the limit of one call (segment ", segment, " adds ",
+         tokens, " to ", total, ")");
   total += tokens;
 }
 
@@ -246,7 +245,12 @@ class RowSplitter {
 void validate_input(const RopeIndexInput& in) {
   if (in.batch < 0 || in.seq_len < 0)
     fail("batch and seq_len must be >= 0 (got ", in.batch, " x ", in.seq_len, ")");
-  const int64_t total = checked_product(in.batch, in.seq_len, "batch x seq_len");
+  // Each bounded on its own too: batch 2^62 with seq_len 0 holds no token but 2^62 deltas.
+  int64_t total = 0;
+  if (in.batch > kMaxTokens || in.seq_len > kMaxTokens ||
+      __builtin_mul_overflow(in.batch, in.seq_len, &total) || total > kMaxTokens)
+    fail("batch ", in.batch, " x seq_len ", in.seq_len, " is more than ", kMaxTokens,
+         " tokens, the limit of one call");
   if (static_cast<int64_t>(in.input_ids.size()) != total)
     fail("input_ids has ", in.input_ids.size(), " values but batch x seq_len = ", in.batch, " x ",
          in.seq_len, " = ", total);
@@ -417,8 +421,10 @@ std::vector<float> decode_positions(std::span<const float> rope_deltas,
          first_cache_position, ", ", count, ")");
   const auto batch = static_cast<int64_t>(rope_deltas.size());
   int64_t total = 0;
-  if (__builtin_mul_overflow(batch, count, &total) || total > (int64_t{1} << 40) / 3)
-    fail("decode positions: batch ", batch, " x count ", count, " is too large");
+  if (batch > kMaxTokens || count > kMaxTokens || __builtin_mul_overflow(batch, count, &total) ||
+      total > kMaxTokens)
+    fail("decode positions: batch ", batch, " x count ", count, " is more than ", kMaxTokens,
+         " tokens, the limit of one call");
   std::vector<float> out(static_cast<size_t>(3 * batch * count));
   for (int axis = 0; axis < 3; ++axis)
     for (int64_t b = 0; b < batch; ++b)

@@ -43,19 +43,19 @@ DType parse_dtype(std::string_view text) {
   if (text == "float32" || text == "fp32") return DType::float32;
   if (text == "bfloat16" || text == "bf16") return DType::bfloat16;
   if (text == "float16" || text == "fp16") return DType::float16;
-  fail("unknown dtype '", text, "' (expected float32, bfloat16 or float16)");
+  fail("unknown dtype ", detail::quoted(text), " (expected float32, bfloat16 or float16)");
 }
 
 Pairing parse_pairing(std::string_view text) {
   if (text == "neox") return Pairing::neox;
   if (text == "gptj") return Pairing::gptj;
-  fail("unknown pairing '", text, "' (expected neox or gptj)");
+  fail("unknown pairing ", detail::quoted(text), " (expected neox or gptj)");
 }
 
 Isa parse_isa(std::string_view text) {
   for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2})
     if (text == to_string(isa)) return isa;
-  fail("unknown code path '", text, "' (expected automatic, portable or avx2)");
+  fail("unknown code path ", detail::quoted(text), " (expected automatic, portable or avx2)");
 }
 
 std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }

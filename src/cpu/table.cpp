@@ -21,11 +21,12 @@ std::int64_t checked_tokens(const RotaryConfig& config, const float* position_id
   if (batch < 0 || seq_len < 0)
     fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
   if (threads < 0) fail("rotary table: threads must be >= 0 (got ", threads, ")");
-  // Room for the positions [3][B][S] and the table [B][S][D] in size_t and in memory.
-  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 4096;
-  if (batch != 0 && seq_len > limit / batch)
-    fail("rotary table: batch ", batch, " x seq_len ", seq_len, " tokens is too large");
-  const std::int64_t tokens = batch * seq_len;
+  // The core's limit of one call (positions.h), on each size and on their product.
+  std::int64_t tokens = 0;
+  if (batch > kMaxTokens || seq_len > kMaxTokens || __builtin_mul_overflow(batch, seq_len, &tokens) ||
+      tokens > kMaxTokens)
+    fail("rotary table: batch ", batch, " x seq_len ", seq_len, " is more than ", kMaxTokens,
+         " tokens, the limit of one call");
   if (tokens > 0 && position_ids == nullptr) fail("rotary table: position_ids is null");
 
   bool uses_axis[3] = {false, false, false};
