@@ -470,7 +470,11 @@ int main(int argc, char** argv) {
     } else if (*bench_rotary_cmd) {
       check_format(rotary_format);
       if (!(rotary_seconds > 0 && rotary_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
-      if (rotary_threads < 0) throw Error("--threads must be >= 0 (got " + std::to_string(rotary_threads) + ")");
+      // The copy meter starts this many std::threads and the kernels as many OpenMP threads:
+      // 40000 aborted the process.
+      if (rotary_threads < 0 || rotary_threads > kMaxThreads)
+        throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) + "] (got " +
+                    std::to_string(rotary_threads) + "; 0 = all cores)");
       cli::RotaryBenchOptions options;
       options.seq_lens = rotary_seq_lens;
       options.dtypes.clear();

@@ -159,6 +159,29 @@ int main(void) {
   CHECK(crp_rotary_config_set(&wrap, "sections", "24,20,20", err, sizeof err) == CRP_OK);
   CHECK(wrap.sections[0] == 24 && wrap.sections[1] == 20 && wrap.sections[2] == 20);
 
+  /* Issue 9 item 3: threads = 100000 segfaulted in libgomp, INT_MAX made it exit(1). A table
+   * of 1024 tokens is large enough to be built in parallel. */
+  {
+    enum { T = 1024 };
+    static float many[3 * T];
+    for (int i = 0; i < 3 * T; ++i) many[i] = (float)(i % T);
+    crp_rotary_config big;
+    crp_rotary_config_default(&big);
+    static const int bad_threads[] = {CRP_MAX_THREADS + 1, 100000, 2147483647, -1};
+    for (size_t i = 0; i < sizeof bad_threads / sizeof *bad_threads; ++i) {
+      crp_rotary_table* t = NULL;
+      CHECK(crp_rotary_table_create(&big, many, 1, T, bad_threads[i], &t, err, sizeof err) == CRP_INVALID_ARGUMENT);
+      CHECK_MSG(strstr(err, "threads must be in [0, 1024]") != NULL, err);
+      CHECK(t == NULL);
+      CHECK(crp_rotate(table, ins, outs, 2, CRP_PAIRING_NEOX, CRP_FORWARD, bad_threads[i], err, sizeof err) ==
+            CRP_INVALID_ARGUMENT);
+      CHECK_MSG(strstr(err, "threads must be in [0, 1024]") != NULL, err);
+    }
+    crp_rotary_table* t = NULL;
+    CHECK_MSG(crp_rotary_table_create(&big, many, 1, T, CRP_MAX_THREADS, &t, err, sizeof err) == CRP_OK, err);
+    crp_rotary_table_destroy(t);
+  }
+
   crp_rotary_table_destroy(table);
   crp_rotary_table_destroy(NULL);
   if (failures) {

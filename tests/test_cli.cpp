@@ -373,6 +373,13 @@ TEST_F(Cli, LayoutsLargerThanTheTokenLimitAreRefusedBeforeAllocating) {
   expect_rejected(run("ptd --layout text:16777216,image:2x2"), "segment 1 adds 4 to 16777216");
 }
 
+// Issue 9 item 3: `bench rotary --threads 40000` aborted (std::thread and libgomp).
+TEST_F(Cli, ThreadCountsAboveTheLimitAreRefused) {
+  for (const char* threads : {"40000", "1025", "2147483647"})
+    expect_rejected(run(std::string("bench rotary --seq-lens 8 --min-seconds 0.001 --copy-mib 1 --threads ") + threads),
+                    std::string("--threads must be in [0, 1024] (got ") + threads);
+}
+
 struct BadInvocation {
   const char* args;
   const char* fragment;
@@ -404,7 +411,7 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"bench rotary --dtypes fp64", "unknown dtype 'fp64'"},
       {"bench rotary --path avx9", "unknown code path 'avx9'"},
       {"bench rotary --seq-lens 0", "--seq-lens: 0 is not in [1, 1048576]"},
-      {"bench rotary --threads -1", "--threads must be >= 0 (got -1)"},
+      {"bench rotary --threads -1", "--threads must be in [0, 1024] (got -1; 0 = all cores)"},
       {"bench rotary --format xml", "--format 'xml'"},
       {"check --rounds 0", "--rounds must be in [1, 1000] (got 0)"},
       {"bench rotary --copy-mib 0", "--copy-mib 0 is not in [1, 4096]"},

@@ -93,4 +93,25 @@ TEST(LimitsDeathTest, RotaryTables) {
               HasSubstr("batch 16777217 x seq_len 0 is more than 16777216 tokens"));
 }
 
+// Issue 9 item 3: threads were unbounded: 100000 segfaulted in libgomp, INT_MAX made it
+// call exit(1). Above kMaxThreads is an Error now (1024 threads are still fine).
+TEST(Limits, ThreadCounts) {
+  RotaryConfig config;
+  const std::int64_t tokens = 1024;  // enough for the table to be built in parallel
+  std::vector<float> positions(3 * tokens, 1.0f);
+  for (int threads : {kMaxThreads + 1, 100000, std::numeric_limits<int>::max(), -1})
+    EXPECT_THAT(error_of([&] { make_rotary_table(config, positions.data(), 1, tokens, threads); }),
+                HasSubstr("threads must be in [0, 1024] (got " + std::to_string(threads)));
+  const RotaryTable table = make_rotary_table(config, positions.data(), 1, tokens, kMaxThreads);
+  std::vector<float> q(static_cast<size_t>(tokens) * 2 * 128, 0.5f);
+  const HeadTensor view = bshd(q.data(), DType::float32, 1, tokens, 2, 128);
+  RotaryParams params;
+  for (int threads : {kMaxThreads + 1, 100000, std::numeric_limits<int>::max()}) {
+    params.threads = threads;
+    EXPECT_THAT(error_of([&] { rotate(table, view, params); }), HasSubstr("threads must be in [0, 1024]"));
+  }
+  params.threads = kMaxThreads;
+  EXPECT_NO_THROW(rotate(table, view, params));
+}
+
 }  // namespace

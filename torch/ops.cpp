@@ -21,6 +21,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -47,6 +48,9 @@ std::string shape_of(const Tensor& t) {
   s << t.sizes();
   return s.str();
 }
+
+// torch's thread count for the kernels, within their limit (torch may be set to more).
+int kernel_threads() { return std::min(at::get_num_threads(), cr::kMaxThreads); }
 
 // Runs body; a circlerope::Error becomes a Python ValueError carrying the same message.
 template <class Body>
@@ -179,7 +183,7 @@ Tensor rotary_table(const Tensor& position_ids, std::int64_t rotary_dim,
     Tensor table = at::empty({batch, seq_len, rotary_dim}, at::kFloat);
     cr::make_rotary_table_into(config, pos.data_ptr<float>(), batch, seq_len,
                                {table.data_ptr<float>(), static_cast<std::size_t>(table.numel())},
-                               at::get_num_threads());
+                               kernel_threads());
     return table;
   });
 }
@@ -319,7 +323,7 @@ std::tuple<Tensor, Tensor> rotary_apply_cpu(const Tensor& q, const Tensor& k, co
     cr::RotaryParams params;
     params.pairing = pairing;
     params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
-    params.threads = at::get_num_threads();
+    params.threads = kernel_threads();
     cr::rotate(view, targets, params);
     return std::make_tuple(q_out, k_out);
   });

@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* Most threads a call may ask for (0 = all cores); more is CRP_INVALID_ARGUMENT. */
+#define CRP_MAX_THREADS 1024
+
 typedef enum crp_frequency_layout {
   CRP_LAYOUT_CHUNKED = 0,     /* Qwen2-VL, Qwen2.5-VL */
   CRP_LAYOUT_INTERLEAVED = 1, /* Qwen3-VL */
@@ -56,14 +59,14 @@ void crp_rotary_config_default(crp_rotary_config* config);
 crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 
-/* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores. */
+/* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores, at most CRP_MAX_THREADS. */
 crp_status crp_rotary_table_create(const crp_rotary_config* config, const float* position_ids,
                                    int64_t batch, int64_t seq_len, int threads,
                                    crp_rotary_table** table, char* error, size_t error_size);
 void crp_rotary_table_destroy(crp_rotary_table* table); /* NULL is fine */
 
 /* Rotates `count` tensors: out[i] may be in[i] (in place) or must not overlap it.
- * pairing: crp_pairing; direction: crp_direction; threads: 0 = all cores. */
+ * pairing: crp_pairing; direction: crp_direction; threads: 0 = all cores, <= CRP_MAX_THREADS. */
 crp_status crp_rotate(const crp_rotary_table* table, const crp_head_tensor* in,
                       const crp_head_tensor* out, int count, int pairing, int direction,
                       int threads, char* error, size_t error_size);

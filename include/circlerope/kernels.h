@@ -33,6 +33,10 @@
 
 namespace circlerope {
 
+// Most threads a call may ask for (0 = all cores). More is refused with an Error: libgomp
+// segfaulted at 100000, exit()ed the process at INT_MAX, and no CPU has that many cores.
+inline constexpr int kMaxThreads = 1024;
+
 enum class DType { float32, bfloat16, float16 };
 enum class Pairing { neox, gptj };
 enum class Direction { forward, backward };
@@ -102,7 +106,8 @@ class RotaryTable {
 };
 
 // position_ids: float32 [3][batch][seq_len] (Positions::position_ids is this layout).
-// threads: 0 = all cores; isa forces a code path as in RotaryParams. Throws Error for a bad
+// threads: 0 = all cores, at most kMaxThreads; isa forces a code path as in RotaryParams.
+// Throws Error for a bad
 // config, sizes, or a non-finite position.
 RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
                               std::int64_t batch, std::int64_t seq_len, int threads = 0,
@@ -119,7 +124,7 @@ void make_rotary_table_into(const RotaryConfig& config, const float* position_id
 struct RotaryParams {
   Pairing pairing = Pairing::neox;           // which elements of a head form a pair
   Direction direction = Direction::forward;  // backward rotates by -phi (gradient of forward)
-  int threads = 0;                           // 0 = all cores; small calls run on one
+  int threads = 0;                           // 0 = all cores, <= kMaxThreads; small calls run on one
   Isa isa = Isa::automatic;                  // force a code path (testing, benchmarking)
 };
 

@@ -30,6 +30,7 @@ static_assert(static_cast<int>(FrequencyLayout::chunked) == CRP_LAYOUT_CHUNKED &
                   static_cast<int>(Direction::forward) == CRP_FORWARD &&
                   static_cast<int>(Direction::backward) == CRP_BACKWARD,
               "the C enums are cast to the C++ ones");
+static_assert(CRP_MAX_THREADS == kMaxThreads, "the C header states the kernels' limit");
 
 // Ints from C are range-checked before they become enums (an out-of-range enum is UB).
 // `name` parts are only formatted into the message when the value is bad.

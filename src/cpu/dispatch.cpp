@@ -191,7 +191,8 @@ HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
 
 void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params) {
-  if (params.threads < 0) fail("threads must be >= 0 (got ", params.threads, ")");
+  if (params.threads < 0 || params.threads > kMaxThreads)
+    fail("threads must be in [0, ", kMaxThreads, "] (got ", params.threads, "; 0 = all cores)");
   const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
   const int rot = table.rotary_dim;
   if (rot < 2 || rot > 1024 || rot % 2 != 0)

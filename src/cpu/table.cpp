@@ -20,7 +20,8 @@ std::int64_t checked_tokens(const RotaryConfig& config, const float* position_id
   validate(config);
   if (batch < 0 || seq_len < 0)
     fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
-  if (threads < 0) fail("rotary table: threads must be >= 0 (got ", threads, ")");
+  if (threads < 0 || threads > kMaxThreads)
+    fail("rotary table: threads must be in [0, ", kMaxThreads, "] (got ", threads, "; 0 = all cores)");
   // The core's limit of one call (positions.h), on each size and on their product.
   std::int64_t tokens = 0;
   if (batch > kMaxTokens || seq_len > kMaxTokens || __builtin_mul_overflow(batch, seq_len, &tokens) ||
