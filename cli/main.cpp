@@ -204,7 +204,7 @@ std::vector<SchemeMetrics> all_metrics(const std::vector<Scheme>& schemes, const
   for (Scheme s : schemes) {
     const Geometry g{s, circle};
     Positions p = source.positions(g, request);
-    CouplingMetrics m = coupling_metrics(p, s, rotary);
+    CouplingMetrics m = coupling_metrics(p, rotary);
     out.push_back({g, std::move(p), std::move(m)});
   }
   return out;
@@ -451,14 +451,14 @@ int main(int argc, char** argv) {
         json layers = json::array();
         for (int l = 0; l < p.layers(); ++l) layers.push_back(to_string(p.layer_scheme(l)));
         json distinct = json::array();
-        for (Scheme s : p.schemes) distinct.push_back(to_string(s));
+        for (Scheme s : p.schemes()) distinct.push_back(to_string(s));
         std::cout << json{{"plan", plan_spec}, {"pattern", p.pattern()}, {"layers", layers},
                           {"distinct_geometries", distinct}}.dump() << "\n";
       } else {
         std::cout << "plan " << plan_spec << ", " << p.layers() << " layers: " << p.pattern() << "\n"
-                  << p.schemes.size() << " distinct geometr" << (p.schemes.size() == 1 ? "y" : "ies")
+                  << p.schemes().size() << " distinct geometr" << (p.schemes().size() == 1 ? "y" : "ies")
                   << " (positions computed once each):";
-        for (Scheme s : p.schemes) std::cout << " " << to_string(s);
+        for (Scheme s : p.schemes()) std::cout << " " << to_string(s);
         std::cout << "\n";
       }
     } else if (*demo) {

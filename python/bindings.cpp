@@ -218,7 +218,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
     py::gil_scoped_release released;  // only C++ values from here on
     positions = cr::rope_index(in, vision_config, geometry);
   }
-  return metrics_dict(cr::coupling_metrics(positions, geometry.scheme, rot));
+  return metrics_dict(cr::coupling_metrics(positions, rot));
 }
 
 py::tuple layout_positions(const std::string& layout, const std::string& scheme,
@@ -236,7 +236,7 @@ py::dict layout_metrics(const std::string& layout, const std::string& scheme,
                         const py::tuple& circle, const py::tuple& vision, const py::tuple& rotary) {
   const cr::Geometry geometry{cr::parse_scheme(scheme), circle_from(circle)};
   const cr::Positions p = cr::layout_positions(cr::parse_layout(layout), vision_from(vision), geometry);
-  return metrics_dict(cr::coupling_metrics(p, geometry.scheme, rotary_from(rotary)));
+  return metrics_dict(cr::coupling_metrics(p, rotary_from(rotary)));
 }
 
 }  // namespace
@@ -259,11 +259,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("validate_scheme", [](const std::string& s) { cr::parse_scheme(s); });
   m.def(
       "age_plan",
-      [](const std::string& spec, int layers) {
-        const cr::AgePlan plan = cr::make_age_plan(spec, layers);
+      [](py::object spec, py::object layers) {
+        if (!py::isinstance<py::str>(spec))
+          throw cr::Error("AgePlan spec must be a string (got " + option_value(spec).shown() + ")");
+        const cr::AgePlan plan(spec.cast<std::string>(), cr::integer_option(option_value(layers), "AgePlan layers"));
         std::vector<std::string> schemes;
-        for (cr::Scheme s : plan.schemes) schemes.emplace_back(cr::to_string(s));
-        return py::make_tuple(plan.pattern(), schemes, plan.layer_geometry);
+        std::vector<int> geometry;
+        for (cr::Scheme s : plan.schemes()) schemes.emplace_back(cr::to_string(s));
+        for (int l = 0; l < plan.layers(); ++l) geometry.push_back(plan.layer_geometry(l));
+        return py::make_tuple(plan.pattern(), schemes, geometry);
       },
       py::arg("spec"), py::arg("layers"));
   m.def("batch_metrics", &batch_metrics);

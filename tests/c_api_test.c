@@ -462,6 +462,20 @@ static void regression_batch_without_tokens(void) {
   CHECK_MSG(contains(err, "1073741824"), err);
 }
 
+/* Issue 9 item 8: NaN deltas gave NaN positions. */
+static void regression_non_finite_deltas(void) {
+  const float deltas[2] = {0.5f, NAN};
+  float out[3 * 2 * 2];
+  char err[256];
+  fill_nan(out, 12);
+  out[0] = 7.0f;
+  CHECK(crp_decode_positions(deltas, 2, 3, 2, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "rope_deltas[1] = nan is not finite"), err);
+  CHECK(out[0] == 7.0f); /* nothing written */
+  const float inf[1] = {INFINITY};
+  CHECK(crp_decode_positions(inf, 1, 3, 2, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -474,6 +488,7 @@ int main(void) {
   regression_size_overflow();
   test_options_from_text();
   regression_batch_without_tokens();
+  regression_non_finite_deltas();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

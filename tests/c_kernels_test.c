@@ -159,6 +159,19 @@ int main(void) {
   CHECK(crp_rotary_config_set(&wrap, "sections", "24,20,20", err, sizeof err) == CRP_OK);
   CHECK(wrap.sections[0] == 24 && wrap.sections[1] == 20 && wrap.sections[2] == 20);
 
+  /* Issue 9 item 6: only the outs' data pointers were compared, so out[1] = out[0] + 1 float
+   * returned success and 511 of 512 results were wrong. The byte sets are compared now. */
+  {
+    static float over[S * HQ * D + 1];
+    crp_head_tensor outs2[2] = {bshd(over, CRP_DTYPE_FLOAT32, HQ), bshd(over + 1, CRP_DTYPE_FLOAT32, HQ)};
+    crp_head_tensor ins2[2] = {bshd(q, CRP_DTYPE_FLOAT32, HQ), bshd(q, CRP_DTYPE_FLOAT32, HQ)};
+    CHECK(crp_rotate(table, ins2, outs2, 2, CRP_PAIRING_NEOX, CRP_FORWARD, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "rotate target 1: out shares memory with target 0's out") != NULL, err);
+    int untouched = 1;
+    for (int i = 0; i < S * HQ * D + 1; ++i) untouched = untouched && over[i] == 0.0f;
+    CHECK(untouched);
+  }
+
   /* Issue 9 item 3: threads = 100000 segfaulted in libgomp, INT_MAX made it exit(1). A table
    * of 1024 tokens is large enough to be built in parallel. */
   {

@@ -322,6 +322,15 @@ TEST(Errors, DecodeArguments) {
   const std::vector<float> d = {0.0f};
   EXPECT_THAT(error_of([&] { decode_positions(d, -1, 1); }), HasSubstr("-1"));
   EXPECT_THAT(error_of([&] { decode_positions(d, 0, -5); }), HasSubstr("-5"));
+  // Issue 9 item 8: NaN or infinite deltas came back as NaN / inf positions.
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    const std::vector<float> deltas = {1.5f, bad};
+    EXPECT_THAT(error_of([&] { decode_positions(deltas, 10, 3); }), HasSubstr("rope_deltas[1] = ")) << bad;
+    EXPECT_THAT(error_of([&] { decode_positions(deltas, 10, 3); }), HasSubstr("is not finite"));
+  }
+  const std::vector<float> huge = {std::numeric_limits<float>::max()};
+  for (float v : decode_positions(huge, (int64_t{1} << 31) - 1, 1)) EXPECT_TRUE(std::isfinite(v));
 }
 
 TEST(Errors, LayoutSegmentsBuiltByHand) {

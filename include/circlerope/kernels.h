@@ -129,10 +129,11 @@ struct RotaryParams {
 };
 
 // One tensor to rotate: `out` may be `in` itself (same data and strides: in place) or must
-// not overlap it at all. Shapes and dtypes must match; out must not overlap itself. The outs
-// of different targets must not share memory: two outs starting at the same address are
-// rejected; finer overlap between targets is not checked (q and k views of one fused qkv
-// buffer interleave legitimately, and deciding overlap of strided views exactly is costly).
+// not share a byte with it. Shapes and dtypes must match; out must not overlap itself. An out
+// must not share a byte with another target's out or in. Overlap is decided on the bytes the
+// strided views address, not on their bounding boxes: q and k views of one fused qkv buffer
+// interleave without sharing a byte and pass. (Views whose strides are so irregular that this
+// takes more than a few thousand steps are refused as undecided.)
 struct RotaryTarget {
   HeadTensor in;
   HeadTensor out;
@@ -152,7 +153,7 @@ void rotate(const RotaryTable& table, const HeadTensor& x, const RotaryParams& p
 // AGE: the tables of a plan, built once per distinct geometry; layer l uses layer(l).
 struct RotaryPlan {
   AgePlan plan;
-  std::vector<RotaryTable> tables;  // parallel to plan.schemes
+  std::vector<RotaryTable> tables;  // parallel to plan.schemes()
   const RotaryTable& layer(int l) const;
 };
 RotaryPlan make_rotary_plan(const AgePositions& positions, const RotaryConfig& config,

@@ -152,6 +152,7 @@ struct BlockInfo {
 };
 
 struct Positions {
+  Scheme scheme = Scheme::circle;  // the scheme that made them (rope_index, layout_positions)
   int64_t batch = 0;
   int64_t seq_len = 0;
   std::vector<float> position_ids;  // [3][batch][seq_len]; axis 0 temporal, 1 height, 2 width

@@ -62,6 +62,12 @@ Tensor = torch.Tensor
 # stays here is what the core cannot see: numpy and one-element tensor scalars become Python
 # scalars, and the Python-only arguments (layer indices) are checked.
 
+def _shown(value) -> str:
+    """repr() for a message, at most about 60 characters: messages never carry a whole value."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _plain(value):
     """A numpy scalar or a one-element tensor as the Python scalar it holds."""
     if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type != "meta":
@@ -358,14 +364,15 @@ _SCHEME_LETTER = {"circle": "C", "mrope": "M", "vanilla": "V", "unordered": "U"}
 
 class AgePlan:
     """A geometry per layer (SPEC 6): "all", "lower", "upper", "alternate" (the paper's best),
-    "strategy_1".."strategy_4", or a pattern of C/M/V/U letters repeated to `layers`."""
+    "strategy_1".."strategy_4", or a pattern of C/M/V/U letters repeated to `layers` (required,
+    1..100000): AgePlan("alternate", 36)."""
 
-    def __init__(self, spec: str = "alternate", layers: int = 1):
-        if not isinstance(spec, str):
-            raise ValueError(f"AGE plan spec must be a string, got {spec!r}")
-        layers = _integer(layers, "AGE plan layers", 1, 100_000)
+    def __init__(self, spec: str, layers: int = None):
+        if layers is None:  # AgePlan(spec) built a one-layer plan silently
+            raise ValueError(f"AgePlan({_shown(spec)}) needs the layer count: AgePlan(spec, layers)")
+        # The core checks both (a plan is valid by construction).
+        self.pattern, self.schemes, self._layer_geometry = _core.age_plan(spec, _plain(layers))
         self.spec = spec
-        self.pattern, self.schemes, self._layer_geometry = _core.age_plan(spec, layers)
 
     def __len__(self) -> int:
         return len(self._layer_geometry)
@@ -429,14 +436,19 @@ class RotaryEmbedding(torch.nn.Module):
     q, k = angles.apply(layer, q, k)
     """
 
-    def __init__(self, plan: Union[AgePlan, str] = "all", layers: Optional[int] = None, *,
+    def __init__(self, plan: Union[AgePlan, str], layers: Optional[int] = None, *,
                  rotary: Optional[RotaryConfig] = None, circle: Optional[CircleConfig] = None,
                  vision: Optional[VisionConfig] = None):
         super().__init__()
         if isinstance(plan, str):
-            plan = AgePlan(plan, 1 if layers is None else layers)
+            if layers is None:  # a one-layer plan was built silently
+                raise ValueError(f"RotaryEmbedding({_shown(plan)}) needs the layer count: RotaryEmbedding(plan, "
+                                 "layers) or RotaryEmbedding(AgePlan(spec, layers))")
+            plan = AgePlan(plan, layers)
         elif not isinstance(plan, AgePlan):
             raise ValueError(f"plan must be an AgePlan or a plan string, got {type(plan).__name__}")
+        elif layers is not None and _plain(layers) != len(plan):
+            raise ValueError(f"layers={_shown(layers)} differs from the {len(plan)} layers of the plan")
         self.plan = plan
         self.rotary = _rotary(rotary)
         self.circle, self.vision = _circle(circle), _vision(vision)

@@ -97,7 +97,7 @@ CASES = {
     "section float": (lambda: circlerope.RotaryConfig(sections=(16.9, 24, 24)), "RotaryConfig.sections must be three integers t,h,w (got (16.9, 24, 24))"),
     "sections scalar": (lambda: circlerope.RotaryConfig(sections=64), "RotaryConfig.sections must be three integers t,h,w (got 64)"),
     "theta bool": (lambda: circlerope.RotaryConfig(theta=True), "RotaryConfig.theta must be a finite number > 0 (got True)"),
-    "plan layers huge": (lambda: circlerope.AgePlan("all", 2 ** 31), "AGE plan layers = 2147483648 is outside [1, 100000]"),
+    "plan layers huge": (lambda: circlerope.AgePlan("all", 2 ** 31), "AGE plan needs 1..100000 layers (got 2147483648)"),
     "plan layer bool": (lambda: circlerope.AgePlan("CM", 4).geometry(True), "layer must be an integer, got True"),
     "table on meta": (lambda: circlerope.apply_rotary(*qk(), TABLE.to("meta")), "table is on meta"),
     "ptd layout type": (lambda: circlerope.ptd(layout=5), "ptd: layout must be a string, got 5"),

@@ -99,3 +99,27 @@ def test_python_and_the_json_request_accept_and_refuse_the_same_circle_values(op
         return
     assert cli.returncode == 0, f"the CLI refused ({cli.stderr.strip()}) but Python accepted"
     assert torch.equal(pos, torch.tensor(json.loads(cli.stdout)["position_ids"], dtype=torch.float32))
+
+
+# ---------------------------------------------------------------- item 8 ---
+
+@pytest.mark.parametrize("delta", [float("nan"), float("inf"), -float("inf")])
+def test_decode_positions_refuse_non_finite_deltas(delta):
+    # NaN / inf deltas came back as NaN / inf positions.
+    with pytest.raises(ValueError, match=r"rope_deltas\[1\] = (nan|inf|-inf) is not finite"):
+        circlerope.decode_position_ids(torch.tensor([[0.5], [delta]]), 10, 2)
+
+
+# ---------------------------------------------------------------- item 10 ---
+
+def test_age_plans_need_their_layer_count():
+    # AgePlan(spec) and RotaryEmbedding("all") built a one-layer plan silently.
+    with pytest.raises(ValueError, match=r"AgePlan\('alternate'\) needs the layer count"):
+        circlerope.AgePlan("alternate")
+    for make in (lambda: circlerope.RotaryEmbedding("all"), lambda: circlerope.RotaryEmbedding(plan="alternate")):
+        with pytest.raises(ValueError, match="needs the layer count"):
+            make()
+    with pytest.raises(ValueError, match="differs from the 3 layers"):
+        circlerope.RotaryEmbedding(circlerope.AgePlan("all", 3), 4)
+    assert len(circlerope.RotaryEmbedding("alternate", 6).plan) == 6
+    assert circlerope.RotaryEmbedding(circlerope.AgePlan("CM", 4), 4).plan.pattern == "CMCM"

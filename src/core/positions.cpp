@@ -343,6 +343,7 @@ Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry) {
   validate_call(input, vision, geometry);
   Positions out;
+  out.scheme = geometry.scheme;
   out.batch = input.batch;
   out.seq_len = input.seq_len;
   const auto n = static_cast<size_t>(input.batch * input.seq_len);
@@ -399,6 +400,7 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
   if (pending_text > 0) chunks.push_back(Chunk{.text = pending_text});
 
   Positions out;
+  out.scheme = geometry.scheme;
   out.batch = 1;
   out.seq_len = total;
   out.position_ids.resize(static_cast<size_t>(3 * total));
@@ -425,6 +427,12 @@ std::vector<float> decode_positions(std::span<const float> rope_deltas,
       total > kMaxTokens)
     fail("decode positions: batch ", batch, " x count ", count, " is more than ", kMaxTokens,
          " tokens, the limit of one call");
+  // Deltas of rope_index are finite; NaN or inf from elsewhere gave NaN or inf positions
+  // (issue 9 item 8). A finite delta keeps p + delta finite: p <= 2^31 is far below half an
+  // ulp of FLT_MAX.
+  for (int64_t b = 0; b < batch && count > 0; ++b)
+    if (!std::isfinite(rope_deltas[static_cast<size_t>(b)]))
+      fail("decode positions: rope_deltas[", b, "] = ", rope_deltas[static_cast<size_t>(b)], " is not finite");
   std::vector<float> out(static_cast<size_t>(3 * batch * count));
   for (int axis = 0; axis < 3; ++axis)
     for (int64_t b = 0; b < batch; ++b)

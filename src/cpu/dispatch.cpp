@@ -9,6 +9,7 @@
 #include "../core/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
+#include "overlap.h"
 #include "parallel.h"
 
 namespace circlerope {
@@ -146,6 +147,18 @@ bool same_view(const HeadTensor& a, const HeadTensor& b) {
   return a.data == b.data && a.strides == b.strides;
 }
 
+// Throws the message parts unless the byte sets of a and b are disjoint (overlap.h).
+template <typename... Parts>
+void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... message) {
+  switch (cpu::byte_overlap(a, b)) {
+    case cpu::Overlap::disjoint: return;
+    case cpu::Overlap::shared: fail(message...);
+    case cpu::Overlap::undecided:
+      fail(message..., "? (undecided: their strides are too irregular to tell within the work limit; give "
+                       "the targets separate buffers)");
+  }
+}
+
 }  // namespace
 
 namespace cpu {
@@ -225,23 +238,30 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
     if (in.shape[3] < rot)
       fail(name, ": head_dim ", in.shape[3], " is smaller than the rotary dim ", rot);
     const std::int64_t in_span = span_elements(in, {i, " in"});
-    const std::int64_t out_span = span_elements(out, {i, " out"});
+    span_elements(out, {i, " out"});  // validates out's sizes and strides
     if (in_span == 0) continue;
     const bool in_place = same_view(in, out);
     if (!in_place) {
       if (in.data == out.data)
         fail(name, ": out has the same data as in but strides ", shape_text(out.strides),
              " instead of ", shape_text(in.strides), " (in place needs the same view)");
-      const std::size_t size = dtype_size(in.dtype);
-      const auto* a = static_cast<const char*>(in.data);
-      const auto* b = static_cast<const char*>(out.data);
-      const bool disjoint = a + in_span * static_cast<std::int64_t>(size) <= b ||
-                            b + out_span * static_cast<std::int64_t>(size) <= a;
-      if (!disjoint) fail(name, ": out overlaps in without being the same view");
+      require_disjoint(in, out, name, ": out overlaps in without being the same view (in place needs the same data "
+                       "and strides)");
     }
-    for (std::size_t j = 0; j < i; ++j)  // the cheap, common mistake: one tensor passed twice
-      if (targets[j].out.data == out.data)
+    // Writes must not reach what another target writes or reads (overlap.h decides on the
+    // bytes, so q and k views of one fused qkv buffer pass; out[1] = out[0] + 1 float, which
+    // only a check of the data pointers let through, does not).
+    for (std::size_t j = 0; j < i; ++j) {
+      if (targets[j].out.data == out.data)  // the cheap, common mistake: one tensor passed twice
         fail(name, ": out has the same data as target ", j, "'s out (each would be rotated twice)");
+      require_disjoint(targets[j].out, out, name, ": out shares memory with target ", j, "'s out");
+    }
+    for (std::size_t j = 0; j < targets.size(); ++j) {
+      if (j == i || span_elements(targets[j].in, {j, " in"}) == 0) continue;
+      if (!same_view(targets[j].in, targets[j].out))  // an in place target's in is its out, checked above
+        require_disjoint(targets[j].in, out, name, ": out shares memory with target ", j,
+                         "'s in (target ", j, " would read what target ", i, " writes)");
+    }
     if (may_overlap_itself(out))
       fail(name, ": out strides ", shape_text(out.strides), " for shape ",
            shape_text(out.shape), " may write one element twice");

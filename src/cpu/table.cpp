@@ -101,15 +101,17 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& posit
 }
 
 const RotaryTable& RotaryPlan::layer(int l) const {
-  plan.layer_scheme(l);  // range check with the plan's message
-  return tables[static_cast<std::size_t>(plan.layer_geometry[static_cast<std::size_t>(l)])];
+  const int g = plan.layer_geometry(l);  // range check with the plan's message
+  if (tables.size() != plan.schemes().size())
+    fail("rotary plan: ", tables.size(), " tables for ", plan.schemes().size(), " geometries (use make_rotary_plan)");
+  return tables[static_cast<std::size_t>(g)];
 }
 
 RotaryPlan make_rotary_plan(const AgePositions& positions, const RotaryConfig& config,
                             int threads) {
-  if (positions.geometries.size() != positions.plan.schemes.size())
+  if (positions.geometries.size() != positions.plan.schemes().size())
     fail("rotary plan: ", positions.geometries.size(), " geometries for ",
-         positions.plan.schemes.size(), " schemes (use age_rope_index)");
+         positions.plan.schemes().size(), " schemes (use age_rope_index)");
   RotaryPlan out{positions.plan, {}};
   out.tables.reserve(positions.geometries.size());
   for (const Positions& p : positions.geometries)
