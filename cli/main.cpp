@@ -1,9 +1,12 @@
 // The `circlerope` command. Exit 0 on success; exit 2 with one line on stderr
 // (and nothing on stdout) for any invalid input.
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -140,18 +143,23 @@ void check_format(const std::string& format) {
 // the reference's behaviour but say so.
 void warn_collisions(const Positions& p, const Geometry& g) {
   if (g.scheme != Scheme::circle) return;
-  for (const BlockInfo& b : p.blocks) {
+  for (std::size_t k = 0; k < p.blocks.size(); ++k) {
+    const BlockInfo& b = p.blocks[k];
+    // The first frame's cells (later frames are translations), found through the token map:
+    // padding inside a block is not a cell (it sits at 1.0 and made collisions up).
+    const int64_t cells = b.hm * b.wm;
     std::vector<std::array<float, 3>> pts;
-    for (int64_t s = b.begin; s < b.begin + b.hm * b.wm; ++s)  // first frame; later ones are translations
-      pts.push_back({p.at(0, b.row, s), p.at(1, b.row, s), p.at(2, b.row, s)});
+    for (int64_t s = b.begin; s < p.seq_len && static_cast<int64_t>(pts.size()) < cells; ++s)
+      if (p.token_block[static_cast<std::size_t>(b.row * p.seq_len + s)] == static_cast<int32_t>(k))
+        pts.push_back({p.at(0, b.row, s), p.at(1, b.row, s), p.at(2, b.row, s)});
     std::sort(pts.begin(), pts.end());
     const auto same = [](const auto& x, const auto& y) {
       return std::fabs(x[0] - y[0]) < 1e-4f && std::fabs(x[1] - y[1]) < 1e-4f && std::fabs(x[2] - y[2]) < 1e-4f;
     };
     const auto distinct = std::unique(pts.begin(), pts.end(), same) - pts.begin();
-    if (distinct < static_cast<long>(b.hm * b.wm))
+    if (distinct < static_cast<long>(cells))
       std::cerr << "circlerope: warning: " << (b.is_video ? "video " : "image ") << b.grid_index << " of row "
-                << b.row << " (" << b.hm << "x" << b.wm << "): " << b.hm * b.wm - distinct
+                << b.row << " (" << b.hm << "x" << b.wm << "): " << cells - distinct
                 << " cells share a position with another cell (alpha=" << g.circle.alpha
                 << "; the reference does the same)\n";
   }
@@ -176,17 +184,24 @@ Resolved resolve(const Source& source, const CircleFlags& flags) {
 void print_positions(const Positions& p, const Geometry& g, const std::string& format, int64_t decode,
                      int64_t row) {
   check_format(format);
-  if (row < 0 || row >= p.batch)
+  // --row 0 is the default and also names no row of an empty batch, which gives empty
+  // outputs as it does in Python (issue 9 item 16).
+  if (row < 0 || (row >= p.batch && !(row == 0 && p.batch == 0)))
     throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(p.batch) + ")");
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
+  // Everything that can fail, before the first byte of output (issue 9 item 12).
+  const std::vector<float> next = decode > 0 ? decode_positions(p.rope_deltas, p.seq_len, decode) : std::vector<float>{};
   warn_collisions(p, g);
   if (format == "json") {
     write_positions_json(std::cout, p, decode);
     return;
   }
+  if (p.batch == 0) {
+    std::cout << "# " << describe(g) << ", empty batch (0 rows)\n";
+    return;
+  }
   std::cout << positions_table(p, g, row);
   if (decode > 0) {
-    const std::vector<float> next = decode_positions(p.rope_deltas, p.seq_len, decode);
     std::cout << "# next " << decode << " decoded tokens (all three axes):";
     for (int64_t i = 0; i < decode; ++i) std::cout << " " << fixed(next[static_cast<size_t>(row * decode + i)], 4);
     std::cout << "\n";
@@ -307,9 +322,34 @@ std::string one_line(std::string message) {
   return message;
 }
 
+int run(int argc, char** argv);
+
 }  // namespace
 
+// stdout is held in memory until the command has succeeded: on an error it stays empty (the
+// demo used to print its tables before `--out /proc/x.svg` failed; issue 9 item 12). A write
+// that then fails (a closed pipe, a full disk) is an error with exit status 1.
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a closed pipe is a write error (EPIPE) to report, not a kill
+  std::ostringstream held;
+  std::streambuf* const stdout_buffer = std::cout.rdbuf(held.rdbuf());
+  const int status = run(argc, argv);
+  std::cout.rdbuf(stdout_buffer);
+  if (status == 2) return status;  // invalid input: nothing on stdout
+  const std::string_view text = held.view();
+  errno = 0;
+  const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+  if (!written || std::ferror(stdout)) {
+    std::fprintf(stderr, "circlerope: cannot write to standard output: %s\n",
+                 errno ? std::strerror(errno) : "write error");
+    return 1;
+  }
+  return status;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"circlerope: Circle-RoPE positions, metrics and pictures for vision-language models"};
   app.require_subcommand(1);
 
@@ -496,9 +536,10 @@ int main(int argc, char** argv) {
       return cli::run_check(check_seed, check_rounds, std::cout, std::cerr);
     }
   } catch (const std::exception& e) {  // Error, and std::bad_alloc / JSON errors just in case
-    std::cout.flush();
     std::cerr << "circlerope: " << one_line(e.what()) << "\n";
     return 2;
   }
   return 0;
 }
+
+}  // namespace

@@ -189,7 +189,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
                        const std::optional<Int64Array>& image_grid_thw,
                        const std::optional<Int64Array>& video_grid_thw,
                        const std::optional<DoubleArray>& second_per_grid_ts,
-                       const std::string& scheme, const py::tuple& circle,
+                       py::handle scheme, const py::tuple& circle,
                        const py::tuple& vision, const py::tuple& rotary) {
   if (input_ids.ndim() != 2) throw cr::Error("input_ids must be 2-D [batch, seq_len]");
   const std::int64_t batch = input_ids.shape(0), seq_len = input_ids.shape(1);
@@ -208,7 +208,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
     seconds = {second_per_grid_ts->data(), static_cast<std::size_t>(second_per_grid_ts->size())};
   // Every Python object is read before the GIL is released: vision_from() touches Python
   // objects, which without the GIL crashed (issue 9 item 1).
-  const cr::Geometry geometry{cr::scheme_option(cr::OptionValue::string(scheme), "scheme"), circle_from(circle)};
+  const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
   const cr::VisionConfig vision_config = vision_from(vision);
   const cr::RotaryConfig rot = rotary_from(rotary);
   const cr::RopeIndexInput in{{input_ids.data(), static_cast<std::size_t>(input_ids.size())},
@@ -221,10 +221,17 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
   return metrics_dict(cr::coupling_metrics(positions, rot));
 }
 
-py::tuple layout_positions(const std::string& layout, const std::string& scheme,
-                           const py::tuple& circle, const py::tuple& vision) {
-  const cr::Geometry geometry{cr::parse_scheme(scheme), circle_from(circle)};
-  const cr::Positions p = cr::layout_positions(cr::parse_layout(layout), vision_from(vision), geometry);
+// Strings arrive as Python objects (a str parameter would make pybind11 raise TypeError for
+// anything else; every invalid argument is a ValueError).
+std::string text_of(py::handle v, const char* name) {
+  if (!py::isinstance<py::str>(v)) throw cr::Error(std::string(name) + " must be a string (got " + option_value(v).shown() + ")");
+  return v.cast<std::string>();
+}
+
+py::tuple layout_positions(py::handle layout, py::handle scheme, const py::tuple& circle, const py::tuple& vision) {
+  const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
+  const cr::Positions p =
+      cr::layout_positions(cr::parse_layout(text_of(layout, "layout")), vision_from(vision), geometry);
   py::array_t<float> pos({std::int64_t{3}, std::int64_t{1}, p.seq_len});
   std::copy(p.position_ids.begin(), p.position_ids.end(), pos.mutable_data());
   py::array_t<float> deltas({std::int64_t{1}, std::int64_t{1}});
@@ -232,10 +239,11 @@ py::tuple layout_positions(const std::string& layout, const std::string& scheme,
   return py::make_tuple(pos, deltas);
 }
 
-py::dict layout_metrics(const std::string& layout, const std::string& scheme,
-                        const py::tuple& circle, const py::tuple& vision, const py::tuple& rotary) {
-  const cr::Geometry geometry{cr::parse_scheme(scheme), circle_from(circle)};
-  const cr::Positions p = cr::layout_positions(cr::parse_layout(layout), vision_from(vision), geometry);
+py::dict layout_metrics(py::handle layout, py::handle scheme, const py::tuple& circle, const py::tuple& vision,
+                        const py::tuple& rotary) {
+  const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
+  const cr::Positions p =
+      cr::layout_positions(cr::parse_layout(text_of(layout, "layout")), vision_from(vision), geometry);
   return metrics_dict(cr::coupling_metrics(p, rotary_from(rotary)));
 }
 
@@ -273,15 +281,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("batch_metrics", &batch_metrics);
   m.def("layout_metrics", &layout_metrics);
   m.def("layout_positions", &layout_positions);
-  m.def("decode_positions", [](const py::array_t<float, py::array::c_style>& deltas,
-                                std::int64_t first, std::int64_t count) {
-    const std::vector<float> v = cr::decode_positions(
-        {deltas.data(), static_cast<std::size_t>(deltas.size())}, first, count);
-    py::array_t<float> out({std::int64_t{3}, static_cast<std::int64_t>(deltas.size()), count});
+  m.def("decode_positions", [](const py::array_t<float, py::array::c_style>& deltas, py::handle first,
+                                py::handle count) {
+    const std::int64_t f = cr::integer_option(option_value(first), "cache_position");
+    const std::int64_t n = cr::integer_option(option_value(count), "count");
+    const std::span<const float> d(deltas.data(), static_cast<std::size_t>(deltas.size()));
+    const std::vector<float> v = cr::decode_positions(d, f, n);  // checks (and names) the sizes first
+    py::array_t<float> out({std::int64_t{3}, static_cast<std::int64_t>(deltas.size()), n});
     std::copy(v.begin(), v.end(), out.mutable_data());
     return out;
   });
-  m.def("format_layout", [](const std::string& layout) {
-    return cr::format_layout(cr::parse_layout(layout));
-  });
+  m.def("format_layout", [](py::handle layout) { return cr::format_layout(cr::parse_layout(text_of(layout, "layout"))); });
 }

@@ -476,6 +476,23 @@ static void regression_non_finite_deltas(void) {
   CHECK(crp_decode_positions(inf, 1, 3, 2, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
 }
 
+/* Issue 9 item 14: on failure nothing is written (row 0 was, before row 1 failed). */
+static void regression_nothing_written_on_failure(void) {
+  crp_rope_index_input in = small_batch();
+  static const int64_t short_grid[6] = {1, 4, 4, 1, 4, 4}; /* row 1's block holds 2 tokens, not 4 */
+  in.image_grid_thw = short_grid;
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[48], deltas[2];
+  char err[256];
+  for (int i = 0; i < 48; ++i) pos[i] = -7.0f;
+  deltas[0] = deltas[1] = -7.0f;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  int untouched = deltas[0] == -7.0f && deltas[1] == -7.0f;
+  for (int i = 0; i < 48; ++i) untouched = untouched && pos[i] == -7.0f;
+  CHECK_MSG(untouched, err);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -489,6 +506,7 @@ int main(void) {
   test_options_from_text();
   regression_batch_without_tokens();
   regression_non_finite_deltas();
+  regression_nothing_written_on_failure();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

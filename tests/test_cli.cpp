@@ -380,6 +380,77 @@ TEST_F(Cli, ThreadCountsAboveTheLimitAreRefused) {
                     std::string("--threads must be in [0, 1024] (got ") + threads);
 }
 
+// Issue 9 item 12: on an error stdout stays empty, and a failed write to stdout is an error.
+TEST_F(Cli, StdoutStaysEmptyOnErrorsFoundAfterTheFirstResults) {
+  // The table used to be printed before --decode was found out of range, and the demo's
+  // tables before its picture failed to write.
+  expect_rejected(run("positions --layout text:3 --decode 3000000000"), "first_cache_position + count <= 2^31");
+  expect_rejected(run("demo --out /proc/x.svg"), "--out: cannot write '/proc/x.svg'");
+  expect_rejected(run("ptd --layout text:5,image:3x3 --format json --schemes circle,spiral"), "spiral");
+}
+
+TEST_F(Cli, AFailedWriteToStdoutIsAnErrorWithStatus1) {
+  auto shell = [&](const std::string& command) {  // command sends the CLI's stderr to stderr.txt
+    const std::string cmd = "cd '" + dir_.string() + "' && " + command;
+    const int status = std::system(cmd.c_str());
+    return std::pair<int, std::string>{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stderr.txt")};
+  };
+  const std::string cli = std::string("'") + CIRCLEROPE_CLI_PATH + "'";
+  auto [full, full_err] = shell(cli + " positions --layout text:300 >/dev/full 2>stderr.txt");
+  EXPECT_EQ(full, 1) << full_err;  // was 0
+  EXPECT_THAT(full_err, HasSubstr("circlerope: cannot write to standard output: No space left on device"));
+  // A reader that goes away: the rest of the output cannot be written (EPIPE, not a kill).
+  auto [piped, piped_err] = shell("(" + cli + " positions --layout text:200000 --format json 2>stderr.txt; echo $? >status.txt) | head -c 1 >/dev/null");
+  EXPECT_EQ(piped, 0);
+  EXPECT_EQ(slurp(dir_ / "status.txt"), "1\n") << piped_err;
+  EXPECT_THAT(piped_err, HasSubstr("cannot write to standard output: Broken pipe"));
+  // and a successful run still exits 0 with its output
+  const Outcome ok = run("positions --layout text:3");
+  EXPECT_EQ(ok.code, 0);
+  EXPECT_THAT(ok.out, HasSubstr("rope_delta"));
+}
+
+// Issue 9 item 15: the alpha = 1 warning counted padding inside a block as cells (both padded
+// tokens sit at 1.0, so two of them "collided" under any alpha).
+TEST_F(Cli, CollisionWarningCountsCellsNotPadding) {
+  const std::vector<int64_t> ids = {7, 151652, 151655, 0, 0, 151655, 151655, 151655, 151653};
+  const std::vector<int64_t> mask = {1, 1, 1, 0, 0, 1, 1, 1, 1};
+  json request = {{"scheme", "circle"}, {"circle", {{"radius", 10}, {"alpha", 0.5}, {"move_to_origin", true}}},
+                  {"input_ids", {ids}}, {"attention_mask", {mask}}, {"image_grid_thw", {{1, 4, 4}}}};
+  Outcome r = run("positions --request -", request.dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // no collision at alpha 0.5
+  // A 3x3 ring at alpha 1 has 2 cells on another's point (7 distinct of 9, as
+  // `positions --layout text:1,image:3x3 --alpha 1` says), padding inside the block or not.
+  std::vector<int64_t> ids9 = {7, 151652}, mask9 = {1, 1};
+  for (int c = 0; c < 9; ++c) {
+    if (c == 4) ids9.insert(ids9.end(), {0, 0}), mask9.insert(mask9.end(), {0, 0});
+    ids9.push_back(151655);
+    mask9.push_back(1);
+  }
+  request["circle"]["alpha"] = 1;
+  request["input_ids"] = {ids9};
+  request["attention_mask"] = {mask9};
+  request["image_grid_thw"] = {{1, 6, 6}};
+  r = run("positions --request -", request.dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("(3x3): 2 cells share a position"));
+}
+
+// Issue 9 item 16: {"input_ids": []} failed with "--row 0 is out of range" even with JSON.
+TEST_F(Cli, AnEmptyBatchGivesEmptyOutputs) {
+  Outcome r = run("positions --request -", R"({"input_ids": []})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"position_ids": [[], [], []], "rope_deltas": []})"));
+  r = run("positions --request - --format table", R"({"input_ids": []})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("empty batch (0 rows)"));
+  r = run("positions --request - --decode 2", R"({"input_ids": []})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["decode_position_ids"], json::parse("[[], [], []]"));
+  expect_rejected(run("positions --request - --row 1", R"({"input_ids": []})"), "--row 1 is out of range (batch 0)");
+}
+
 struct BadInvocation {
   const char* args;
   const char* fragment;

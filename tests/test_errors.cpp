@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -363,6 +364,36 @@ TEST(Errors, AnErrorLeavesNoStateBehind) {
   Batch extra = good;
   extra.images.push_back({1, 2, 2});
   EXPECT_THROW(rope_index(extra.input(), VisionConfig{}, {}), Error);
+}
+
+// Issue 9 item 14: rope_index_into wrote the rows before the one that failed (and every row
+// when the unused grids were found at the end). Like rotate, it writes nothing now.
+TEST(Errors, RopeIndexIntoWritesNothingWhenItFails) {
+  Batch ok_then_bad;  // row 0 is fine, row 1 fails
+  ok_then_bad.batch = 2;
+  ok_then_bad.seq = 7;
+  ok_then_bad.ids = cat({{1}, block(kImg, 4), {2}, {3, 4}, block(kImg, 3), {5}});
+  ok_then_bad.images = {{1, 4, 4}, {1, 4, 4}};  // row 1's run holds 3 tokens, not 4
+  Batch extra_grid = one_row(cat({{1}, block(kImg, 4)}));
+  extra_grid.images = {{1, 4, 4}, {1, 2, 2}};  // found only after the last row
+  Batch bad_mask = ok_then_bad;
+  bad_mask.ids = cat({{1}, block(kImg, 4), {2}, {3}, block(kImg, 4)});
+  bad_mask.mask.assign(14, 1);
+  bad_mask.mask[13] = 3;
+  Batch far = one_row(cat({{1}, block(kImg, 4)}));
+  far.images = {{1, 4, 4}};
+  CircleConfig huge;
+  huge.radius = 1e39;  // the block leaves float32
+  const std::vector<std::pair<const Batch*, Geometry>> cases = {
+      {&ok_then_bad, {Scheme::mrope, {}}}, {&extra_grid, {Scheme::mrope, {}}}, {&bad_mask, {Scheme::circle, {}}},
+      {&far, {Scheme::circle, huge}}};
+  for (const auto& [batch, geometry] : cases) {
+    std::vector<float> pos(static_cast<size_t>(3 * batch->batch * batch->seq), -7.0f);
+    std::vector<float> deltas(static_cast<size_t>(batch->batch), -7.0f);
+    EXPECT_THROW(rope_index_into(batch->input(), VisionConfig{}, geometry, pos, deltas), Error);
+    EXPECT_TRUE(std::all_of(pos.begin(), pos.end(), [](float v) { return v == -7.0f; })) << "positions written";
+    EXPECT_TRUE(std::all_of(deltas.begin(), deltas.end(), [](float v) { return v == -7.0f; })) << "deltas written";
+  }
 }
 
 // ----------------------------------------------------------------- fuzz ---

@@ -173,7 +173,7 @@ Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
 
 // For engines and the PyTorch op: writes position_ids [3][batch][seq_len] and
 // rope_deltas [batch] into caller memory (scratch is only allocated for masked
-// rows and ring tables). When it throws, the outputs may be partly written.
+// rows and ring tables). When it throws, nothing has been written.
 void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry, std::span<float> position_ids,
                      std::span<float> rope_deltas);
@@ -188,5 +188,9 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
 // first_cache_position .. first_cache_position + count - 1 of every row.
 std::vector<float> decode_positions(std::span<const float> rope_deltas,
                                     int64_t first_cache_position, int64_t count);
+// The same into caller memory, which must hold exactly 3 x batch x count floats; nothing is
+// written when it throws.
+void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count,
+                           std::span<float> out);
 
 }  // namespace circlerope

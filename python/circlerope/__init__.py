@@ -77,18 +77,9 @@ def _plain(value):
     return value
 
 
-def _integer(value, name: str, low: int = -2 ** 63, high: int = 2 ** 63 - 1) -> int:
-    value = _plain(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not low <= int(value) <= high:
-        raise ValueError(f"{name} = {int(value)} is outside [{low}, {high}]")
-    return int(value)
-
-
 def _text(value, name: str) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {value!r}")
+        raise ValueError(f"{name} must be a string, got {_shown(value)}")
     return value
 
 
@@ -176,7 +167,7 @@ class RotaryConfig:
     def __post_init__(self):
         # pairing is a kernel setting, checked here by name (the operators read it again)
         if not isinstance(self.pairing, str) or self.pairing not in ("neox", "gptj"):
-            raise ValueError(f"RotaryConfig.pairing must be 'neox' or 'gptj' (got {self.pairing!r})")
+            raise ValueError(f"RotaryConfig.pairing must be 'neox' or 'gptj' (got {_shown(self.pairing)})")
         sections = self.sections
         if isinstance(sections, (tuple, list)):
             sections = tuple(_plain(x) for x in sections)
@@ -213,15 +204,20 @@ def _vision(vision: Optional[VisionConfig]) -> VisionConfig:
     return _config(vision, VisionConfig, "vision", _DEFAULT_VISION)
 
 
-def _tensor(value, name: str, dtype=None) -> Optional[Tensor]:
-    """None, a tensor, or anything torch.as_tensor takes (lists of grids, say)."""
+def _tensor(value, name: str, dtype=None, required: bool = False) -> Optional[Tensor]:
+    """None (unless required), a tensor, or anything torch.as_tensor takes (lists of grids, say).
+    Meta tensors have no data to read: refused here, before anything calls .cpu() on them."""
     if value is None:
+        if required:
+            raise ValueError(f"{name} is required (got None)")
         return None
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value, dtype=dtype)
-        except (TypeError, ValueError, RuntimeError) as e:
-            raise ValueError(f"{name}: cannot be read as a tensor ({e})") from None
+        except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+            raise ValueError(f"{name}: cannot be read as a tensor ({str(e)[:200]})") from None
+    if value.device.type == "meta":
+        raise ValueError(f"{name} is a meta tensor (it has no data to read)")
     return value
 
 
@@ -246,12 +242,12 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
 
     scheme: "circle" (Circle-RoPE), "mrope" (Qwen's M-RoPE), "vanilla" (1-D) or "unordered".
     """
-    if not isinstance(input_ids, torch.Tensor):
-        input_ids = _tensor(input_ids, "input_ids")
-        if input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
-            input_ids = input_ids.to(torch.int64)
+    was_tensor = isinstance(input_ids, torch.Tensor)
+    input_ids = _tensor(input_ids, "input_ids", required=True)
+    if not was_tensor and input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
+        input_ids = input_ids.to(torch.int64)
     if not isinstance(scheme, str):
-        raise ValueError(f"scheme must be a string, got {scheme!r}")
+        raise ValueError(f"scheme must be a string, got {_shown(scheme)}")
     c, v = _circle(circle), _vision(vision)
     position_ids, rope_deltas = _ops.rope_index(
         _cpu(input_ids), _cpu(_tensor(image_grid_thw, "image_grid_thw")),
@@ -267,15 +263,17 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1) -> Ten
     """Positions of the next `count` decoded tokens from cache position `cache_position`
     (counting every token of the padded row): p + rope_deltas[b] on all three axes, in
     float32 like the reference. Returns float32 [3, batch, count] on rope_deltas' device."""
-    rope_deltas = _tensor(rope_deltas, "rope_deltas")
+    rope_deltas = _tensor(rope_deltas, "rope_deltas", required=True)
+    if rope_deltas.is_complex():
+        raise ValueError(f"rope_deltas must hold real numbers, got {rope_deltas.dtype}")
     if rope_deltas.dim() == 2 and rope_deltas.size(1) == 1:
         rope_deltas = rope_deltas[:, 0]
     if rope_deltas.dim() != 1:
         raise ValueError(f"rope_deltas must have shape [batch, 1] or [batch], got {list(rope_deltas.shape)}")
     deltas = np.ascontiguousarray(rope_deltas.detach().cpu().to(torch.float32).numpy())
-    first = _integer(cache_position, "cache_position (an integer; Hugging Face's cache_position[0])")
-    count = _integer(count, "count")
-    return torch.from_numpy(_core.decode_positions(deltas, first, count)).to(rope_deltas.device)
+    # cache_position: an integer, Hugging Face's cache_position[0] (a one-element tensor) too
+    return torch.from_numpy(_core.decode_positions(deltas, _plain(cache_position), _plain(count))).to(
+        rope_deltas.device)
 
 
 def layout_positions(layout: str, *, scheme: str = "circle", circle: Optional[CircleConfig] = None,
@@ -303,7 +301,7 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
     seq_len] for 1-D positions). Build it once per geometry and forward pass; every layer
     with that geometry reuses it."""
     r = _rotary(rotary, sections=sections, theta=theta, layout=layout, rotary_dim=rotary_dim)
-    position_ids = _tensor(position_ids, "position_ids")
+    position_ids = _tensor(position_ids, "position_ids", required=True)
     if position_ids.dim() == 2:
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
     theta_, dim, layout_, sections_ = r._args()
@@ -329,7 +327,8 @@ def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
     kernels, float32 math) and float64 (a scalar path, for gradcheck).
     """
     _check_device(q, k, table)
-    return _ops.rotary_apply(q, k, table, pairing, qk_layout, False)
+    # the operator reads both names; a non-string would be torch's RuntimeError
+    return _ops.rotary_apply(q, k, table, _text(pairing, "pairing"), _text(qk_layout, "qk_layout"), False)
 
 
 def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16, 24, 24),
@@ -339,8 +338,8 @@ def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16,
     """Hugging Face's apply_multimodal_rotary_pos_emb from position_ids in one fused op:
     builds the table (rotary_table) and rotates q and k (apply_rotary). Use RotaryEmbedding
     to share one table across the layers of a forward pass."""
-    table = rotary_table(position_ids, sections=tuple(sections), theta=theta, layout=layout,
-                         rotary_dim=rotary_dim)
+    table = rotary_table(position_ids, RotaryConfig(sections=sections, theta=theta, layout=layout,
+                                                    rotary_dim=rotary_dim, pairing=pairing))
     return apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
 
 
@@ -348,13 +347,16 @@ def cos_sin(table: Tensor, pairing: str = "neox") -> Tuple[Tensor, Tensor]:
     """A table as Hugging Face's (cos, sin), each [batch, seq_len, rotary_dim], so that
     q * cos + rotate_half(q) * sin (neox) gives the same rotation; for gptj each value is
     repeated per adjacent pair instead."""
+    if not isinstance(table, torch.Tensor) or table.dim() != 3 or table.size(-1) % 2:
+        raise ValueError("table must be a [batch, seq_len, rotary_dim] tensor from rotary_table, got "
+                         + (f"shape {list(table.shape)}" if isinstance(table, torch.Tensor) else _shown(table)))
     half = table.size(-1) // 2
     cos, sin = table[..., :half], table[..., half:]
     if pairing == "neox":
         return torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
     if pairing == "gptj":
         return cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
-    raise ValueError(f"pairing '{pairing}' (expected neox or gptj)")
+    raise ValueError(f"pairing {_shown(pairing)} (expected 'neox' or 'gptj')")
 
 
 # ---------------------------------------------------------------------- AGE ---
@@ -384,7 +386,7 @@ class AgePlan:
     def _check(self, layer: int) -> int:
         value = _plain(layer)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-            raise ValueError(f"layer must be an integer, got {layer!r}")
+            raise ValueError(f"layer must be an integer, got {_shown(layer)}")
         if not 0 <= int(value) < len(self):
             raise ValueError(f"layer {int(value)} is outside the plan's {len(self)} layers")
         return int(value)
@@ -508,6 +510,8 @@ def ptd(input_ids=None, image_grid_thw=None, video_grid_thw=None, second_per_gri
         if input_ids is None:
             raise ValueError("ptd: input_ids or layout is required")
         seconds = _tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)
+        if seconds is not None and (seconds.is_complex() or seconds.dtype == torch.bool):
+            raise ValueError(f"second_per_grid_ts must hold real numbers, got {seconds.dtype}")
         if seconds is not None and seconds.dim() != 1:
             raise ValueError(f"second_per_grid_ts must be 1-D (one value per video), got shape {list(seconds.shape)}")
         out = _core.batch_metrics(

@@ -102,8 +102,8 @@ CASES = {
     "table on meta": (lambda: circlerope.apply_rotary(*qk(), TABLE.to("meta")), "table is on meta"),
     "ptd layout type": (lambda: circlerope.ptd(layout=5), "ptd: layout must be a string, got 5"),
     "ptd seconds 2-D": (lambda: circlerope.ptd(IDS, GRID, second_per_grid_ts=[[0.5]]), "second_per_grid_ts must be 1-D"),
-    "decode position float": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), 7.9), "cache_position (an integer"),
-    "decode position vector": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), torch.arange(3)), "cache_position (an integer"),
+    "decode position float": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), 7.9), "cache_position must be an integer (got 7.9)"),
+    "decode position vector": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), torch.arange(3)), "cache_position must be an integer (got tensor([0, 1, 2]))"),
     # metrics and decoding
     "ptd both": (lambda: circlerope.ptd(IDS, GRID, layout="text:3"), "either input_ids or layout"),
     "ptd none": (lambda: circlerope.ptd(), "input_ids or layout is required"),

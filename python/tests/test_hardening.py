@@ -123,3 +123,119 @@ def test_age_plans_need_their_layer_count():
         circlerope.RotaryEmbedding(circlerope.AgePlan("all", 3), 4)
     assert len(circlerope.RotaryEmbedding("alternate", 6).plan) == 6
     assert circlerope.RotaryEmbedding(circlerope.AgePlan("CM", 4), 4).plan.pattern == "CMCM"
+
+
+# ---------------------------------------------------------------- item 11 ---
+
+def test_decode_counts_beyond_the_token_limit_are_refused_by_size():
+    # decode_position_ids(torch.zeros(1), 0, 2**31 - 1) passed (first + count <= 2^31) and asked
+    # for 24 GiB; angles.decode(10, 10**9) likewise.
+    with pytest.raises(ValueError, match="batch 1 x count 2147483647 is more than 16777216 tokens"):
+        circlerope.decode_position_ids(torch.zeros(1), 0, 2 ** 31 - 1)
+    angles = circlerope.RotaryEmbedding("CM", 2, rotary=circlerope.RotaryConfig(sections=(2, 3, 3)))(IDS, GRID)
+    with pytest.raises(ValueError, match="count 1000000000 is more than 16777216 tokens"):
+        angles.decode(10, 10 ** 9)
+    assert angles.decode(10, 2).table(1).shape == (1, 2, 16)
+
+
+# ---------------------------------------------------------------- item 13 ---
+
+def _meta(t):
+    return t.to("meta")
+
+
+def test_meta_tensors_raise_value_error():
+    # .cpu() of a meta tensor raised NotImplementedError.
+    positions = circlerope.get_rope_index(IDS, GRID)[0]
+    for call in (lambda: circlerope.get_rope_index(_meta(IDS), GRID),
+                 lambda: circlerope.get_rope_index(IDS, _meta(GRID)),
+                 lambda: circlerope.get_rope_index(IDS, GRID, attention_mask=_meta(torch.ones_like(IDS))),
+                 lambda: circlerope.rotary_table(_meta(positions)),
+                 lambda: circlerope.decode_position_ids(_meta(torch.zeros(1, 1)), 3),
+                 lambda: circlerope.ptd(_meta(IDS), GRID),
+                 lambda: circlerope.apply_multimodal_rotary(torch.randn(1, 2, 8, 128), torch.randn(1, 2, 8, 128),
+                                                            _meta(positions))):
+        with pytest.raises(ValueError, match="meta"):
+            call()
+
+
+def test_missing_inputs_raise_value_error():
+    # get_rope_index(None) raised AttributeError, sections=None TypeError.
+    with pytest.raises(ValueError, match="input_ids is required"):
+        circlerope.get_rope_index(None)
+    positions = circlerope.get_rope_index(IDS, GRID)[0]
+    q, k = torch.randn(1, 2, 8, 128), torch.randn(1, 2, 8, 128)
+    with pytest.raises(ValueError, match="sections must be three integers"):
+        circlerope.apply_multimodal_rotary(q, k, positions, sections=None)
+    with pytest.raises(ValueError, match="position_ids is required"):
+        circlerope.rotary_table(None)
+
+
+GARBAGE = [None, "x", "", 3.5, -1, 2 ** 70, True, [], [[]], [["a"]], {}, {"a": 1}, object(), float("nan"),
+           torch.tensor([]), torch.zeros(2, 2, 2, 2, 2), torch.zeros(3, dtype=torch.complex64),
+           torch.zeros(1, 3).to("meta"), torch.zeros(1, 3, dtype=torch.bool), [1.5, 2.5], ("a", "b", "c"),
+           "x" * 100000]
+
+
+def _calls():
+    """(name, function, positional args, keyword args) of every public entry point, valid as given."""
+    positions, deltas = circlerope.get_rope_index(IDS, GRID)
+    table = circlerope.rotary_table(positions)
+    q, k = torch.randn(1, 2, IDS.shape[1], 128), torch.randn(1, 1, IDS.shape[1], 128)
+    rope = circlerope.RotaryEmbedding("CM", 2)
+    angles = rope(IDS, GRID)
+    return [
+        ("get_rope_index", circlerope.get_rope_index, [IDS, GRID, None, None, None],
+         {"scheme": "circle", "circle": None, "vision": None}),
+        ("decode_position_ids", circlerope.decode_position_ids, [deltas, 9, 2], {}),
+        ("layout_positions", circlerope.layout_positions, ["text:2,image:2x2"], {"scheme": "mrope"}),
+        ("rotary_table", circlerope.rotary_table, [positions],
+         {"sections": (16, 24, 24), "theta": 1e6, "layout": "chunked", "rotary_dim": 128}),
+        ("apply_rotary", circlerope.apply_rotary, [q, k, table], {"pairing": "neox", "qk_layout": "bhsd"}),
+        ("apply_multimodal_rotary", circlerope.apply_multimodal_rotary, [q, k, positions],
+         {"sections": (16, 24, 24), "theta": 1e6, "layout": "chunked", "pairing": "neox", "qk_layout": "bhsd",
+          "rotary_dim": 128}),
+        ("cos_sin", circlerope.cos_sin, [table, "neox"], {}),
+        ("CircleConfig", circlerope.CircleConfig, [],
+         {"radius": 10, "alpha": 0.5, "move_to_origin": True, "dff_rate": 0.0, "move_to_positive": None}),
+        ("VisionConfig", circlerope.VisionConfig, [],
+         {"spatial_merge_size": 2, "tokens_per_second": 2.0, "vision_start_token_id": START,
+          "image_token_id": IMAGE, "video_token_id": VIDEO, "time": "seconds"}),
+        ("RotaryConfig", circlerope.RotaryConfig, [],
+         {"sections": (16, 24, 24), "theta": 1e6, "layout": "chunked", "rotary_dim": 128, "pairing": "neox"}),
+        ("AgePlan", circlerope.AgePlan, ["alternate", 4], {}),
+        ("RotaryEmbedding", circlerope.RotaryEmbedding, ["alternate", 4],
+         {"rotary": None, "circle": None, "vision": None}),
+        ("RotaryEmbedding.forward", rope, [IDS, GRID, None, None, None], {}),
+        ("RotaryAngles.apply", angles.apply, [1, q, k], {"qk_layout": "bhsd"}),
+        ("RotaryAngles.decode", angles.decode, [9, 2], {}),
+        ("RotaryAngles.table", angles.table, [0], {}),
+        ("RotaryAngles.cos_sin", angles.cos_sin, [1], {}),
+        ("ptd", circlerope.ptd, [IDS, GRID, None, None, None],
+         {"layout": None, "scheme": "circle", "circle": None, "vision": None, "rotary": None}),
+        ("ptd layout", circlerope.ptd, [], {"layout": "text:3,image:2x2", "scheme": "vanilla"}),
+    ]
+
+
+def test_every_invalid_argument_raises_value_error():
+    """Each argument of each entry point replaced by each garbage value: the call succeeds or
+    raises ValueError (never TypeError, AttributeError, RuntimeError, NotImplementedError...)."""
+    wrong = []
+    for name, function, args, kwargs in _calls():
+        function(*args, **kwargs)  # the base call is valid
+        slots = [("arg", i) for i in range(len(args))] + [("kw", key) for key in kwargs]
+        for kind, slot in slots:
+            for value in GARBAGE:
+                a, kw = list(args), dict(kwargs)
+                if kind == "arg":
+                    a[slot] = value
+                else:
+                    kw[slot] = value
+                try:
+                    function(*a, **kw)
+                except ValueError as e:
+                    if len(str(e)) > 1000:
+                        wrong.append(f"{name} {slot}={type(value).__name__}: a {len(str(e))}-character message")
+                except Exception as e:  # noqa: BLE001 - the point of the test
+                    wrong.append(f"{name} {slot}={repr(value)[:40]}: {type(e).__name__}: {str(e)[:120]}")
+    assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"

@@ -151,9 +151,14 @@ crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t
   return guarded(error, error_size, [&] {
     if (batch < 0 || batch > kMaxTokens || (batch > 0 && !rope_deltas))
       throw Error("crp_decode_positions: rope_deltas is NULL or batch " + std::to_string(batch) + " is out of range");
-    const std::vector<float> d = decode_positions({rope_deltas, static_cast<size_t>(batch)}, first, count);
-    if (!d.empty() && !out) throw Error("crp_decode_positions: out is NULL");
-    std::copy(d.begin(), d.end(), out);
+    // Checked before anything is computed, and written in place: the whole output used to be
+    // built in a temporary before `out` was looked at (issue 9 item 11).
+    // Sizes the core refuses leave `n` at 0; the core then names them before it looks at `out`.
+    int64_t total = 0;
+    const bool sized = count >= 0 && !__builtin_mul_overflow(batch, count, &total) && total <= kMaxTokens;
+    const size_t n = sized ? static_cast<size_t>(3 * total) : 0;
+    if (n > 0 && !out) throw Error("crp_decode_positions: out is NULL");
+    decode_positions_into({rope_deltas, static_cast<size_t>(batch)}, first, count, {out, n});
   });
 }
 

@@ -67,15 +67,18 @@ class Placer {
   Placer(const Geometry& geometry, const VisionConfig& vision)
       : geometry_(geometry), vision_(vision) {}
 
-  // Writes the row's unmasked positions; returns the rope delta (SPEC 1).
+  // Writes the row's unmasked positions; returns the rope delta (SPEC 1). With out.t null it
+  // writes nothing and only runs the checks (the first pass of rope_index_into), with the
+  // same arithmetic, so a row that passed it cannot fail when written.
   float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len,
                   std::vector<BlockInfo>* blocks) {
     double next = 0.0;  // always a float32 value, like the reference's st_idx
     float last_max = 0;
     bool any = false;
     int64_t k = 0;
+    const bool write = out.t != nullptr;
     for (const Chunk& chunk : chunks) {
-      for (int64_t i = 0; i < chunk.text; ++i)
+      for (int64_t i = 0; write && i < chunk.text; ++i)
         out.t[k + i] = out.h[k + i] = out.w[k + i] = static_cast<float>(next + static_cast<double>(i));
       if (out.token_block) std::fill_n(out.token_block + k, chunk.text, kTextToken);
       k += chunk.text;
@@ -119,12 +122,14 @@ class Placer {
       const int64_t tau = chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
       const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
       const double bt = anchor + o.t, bh = anchor + o.h, bw = anchor + o.w;
-      float* t = out.t + k;
-      float* h = out.h + k;
-      float* w = out.w + k;
-      for (int64_t j = 0; j < cells; ++j) t[j] = static_cast<float>(bt + pt[j]);
-      for (int64_t j = 0; j < cells; ++j) h[j] = static_cast<float>(bh + ph[j]);
-      for (int64_t j = 0; j < cells; ++j) w[j] = static_cast<float>(bw + pw[j]);
+      if (out.t) {
+        float* t = out.t + k;
+        float* h = out.h + k;
+        float* w = out.w + k;
+        for (int64_t j = 0; j < cells; ++j) t[j] = static_cast<float>(bt + pt[j]);
+        for (int64_t j = 0; j < cells; ++j) h[j] = static_cast<float>(bh + ph[j]);
+        for (int64_t j = 0; j < cells; ++j) w[j] = static_cast<float>(bw + pw[j]);
+      }
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
       low = std::min({low, bt + coords.min.t, bh + coords.min.h, bw + coords.min.w});
     }
@@ -277,56 +282,83 @@ void validate_call(const RopeIndexInput& input, const VisionConfig& vision, cons
 }
 
 // The shared body of rope_index and rope_index_into; the caller ran validate_call.
+// Two passes, so that nothing is written when the input is invalid (issue 9 item 14; rotate
+// has the same contract): the first splits every row into chunks and runs every check of the
+// placement without writing; the second writes. Only rows with a vision block keep their
+// chunks between the passes (a text-only row is one run of its unmasked tokens).
 void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
            float* position_ids, float* rope_deltas, int32_t* token_block,
            std::vector<BlockInfo>* blocks) {
   const int64_t batch = input.batch, seq = input.seq_len;
   Placer placer(geometry, vision);
   RowSplitter splitter(input, vision);
-  std::vector<Chunk> chunks;
-  // Masked rows are compacted into scratch, placed, then scattered back.
+  std::vector<Chunk> chunks, kept;               // this row's; every block row's, in order
+  std::vector<uint32_t> kept_count(static_cast<size_t>(batch), 0);  // 0: a text-only row
   std::vector<int64_t> real, compact_ids;
+  auto all_real = [&](const int64_t* mask) { return std::all_of(mask, mask + seq, [](int64_t m) { return m == 1; }); };
+
+  // Pass 1: checks only.
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t* ids = input.input_ids.data() + b * seq;
+    const int64_t* mask = input.attention_mask.empty() ? nullptr : input.attention_mask.data() + b * seq;
+    if (!mask || all_real(mask)) {
+      // No padding in this row (every row of an unpadded batch): no compaction.
+      splitter.split(b, ids, seq, nullptr, chunks);
+    } else {
+      real.clear();
+      compact_ids.clear();
+      for (int64_t s = 0; s < seq; ++s) {
+        if (mask[s] == 1) {
+          real.push_back(s);
+          compact_ids.push_back(ids[s]);
+        } else if (mask[s] != 0) {
+          fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
+        }
+      }
+      splitter.split(b, compact_ids.data(), static_cast<int64_t>(real.size()), real.data(), chunks);
+    }
+    if (std::none_of(chunks.begin(), chunks.end(), [](const Chunk& c) { return c.has_block; })) continue;
+    placer.place_row(chunks, RowOut{.row = b}, seq, nullptr);  // the float32 range of its blocks
+    kept.insert(kept.end(), chunks.begin(), chunks.end());
+    kept_count[static_cast<size_t>(b)] = static_cast<uint32_t>(chunks.size());
+  }
+  splitter.finish();
+
+  // Pass 2: writes; nothing in it can fail.
   std::vector<float> scratch;
   std::vector<int32_t> scratch_map;
+  size_t next_kept = 0;
   for (int64_t b = 0; b < batch; ++b) {
     float* row_t = position_ids + (0 * batch + b) * seq;
     float* row_h = position_ids + (1 * batch + b) * seq;
     float* row_w = position_ids + (2 * batch + b) * seq;
     int32_t* row_map = token_block ? token_block + b * seq : nullptr;
-    const int64_t* ids = input.input_ids.data() + b * seq;
-    if (input.attention_mask.empty()) {
-      splitter.split(b, ids, seq, nullptr, chunks);
-      rope_deltas[b] = placer.place_row(chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
-      continue;
-    }
-    const int64_t* mask = input.attention_mask.data() + b * seq;
-    if (std::all_of(mask, mask + seq, [](int64_t m) { return m == 1; })) {
-      // No padding in this row (every row of an unpadded batch): place it in place, as
-      // without a mask, instead of compacting into scratch and scattering back.
-      splitter.split(b, ids, seq, nullptr, chunks);
-      rope_deltas[b] = placer.place_row(chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
-      continue;
-    }
+    const int64_t* mask = input.attention_mask.empty() ? nullptr : input.attention_mask.data() + b * seq;
+    const bool compact = mask && !all_real(mask);
     real.clear();
-    compact_ids.clear();
-    for (int64_t s = 0; s < seq; ++s) {
-      if (mask[s] == 1) {
-        real.push_back(s);
-        compact_ids.push_back(ids[s]);
-      } else if (mask[s] == 0) {
-        row_t[s] = row_h[s] = row_w[s] = 1.0f;  // SPEC 1: masked tokens get 1
-        if (row_map) row_map[s] = kMaskedToken;
-      } else {
-        fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
-      }
+    if (compact)
+      for (int64_t s = 0; s < seq; ++s)
+        if (mask[s] == 1) real.push_back(s);
+    const int64_t n = compact ? static_cast<int64_t>(real.size()) : seq;
+    const uint32_t count = kept_count[static_cast<size_t>(b)];
+    Chunk text_only{.text = n};
+    const std::span<const Chunk> row_chunks =
+        count ? std::span<const Chunk>(kept.data() + next_kept, count) : std::span<const Chunk>(&text_only, n > 0);
+    next_kept += count;
+    if (!compact) {
+      rope_deltas[b] = placer.place_row(row_chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
+      continue;
     }
-    const auto n = static_cast<int64_t>(real.size());
-    splitter.split(b, compact_ids.data(), n, real.data(), chunks);
     scratch.resize(static_cast<size_t>(3 * n));
     scratch_map.resize(row_map ? static_cast<size_t>(n) : 0);
     const RowOut out{scratch.data(), scratch.data() + n, scratch.data() + 2 * n,
                      row_map ? scratch_map.data() : nullptr, real.data(), b};
-    rope_deltas[b] = placer.place_row(chunks, out, seq, blocks);
+    rope_deltas[b] = placer.place_row(row_chunks, out, seq, blocks);
+    for (int64_t s = 0; s < seq; ++s)
+      if (mask[s] == 0) {
+        row_t[s] = row_h[s] = row_w[s] = 1.0f;  // SPEC 1: masked tokens get 1
+        if (row_map) row_map[s] = kMaskedToken;
+      }
     for (int64_t k = 0; k < n; ++k) {
       row_t[real[k]] = out.t[k];
       row_h[real[k]] = out.h[k];
@@ -334,7 +366,6 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
       if (row_map) row_map[real[k]] = out.token_block[k];
     }
   }
-  splitter.finish();
 }
 
 }  // namespace
@@ -413,8 +444,10 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
   return out;
 }
 
-std::vector<float> decode_positions(std::span<const float> rope_deltas,
-                                    int64_t first_cache_position, int64_t count) {
+namespace {
+
+// Checks a decode call and returns 3 x batch x count (the number of output floats).
+size_t checked_decode(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count) {
   // Cache positions are float32 in the output: beyond 2^31 they mean nothing.
   constexpr int64_t kMaxCachePosition = int64_t{1} << 31;
   if (first_cache_position < 0 || count < 0 || first_cache_position > kMaxCachePosition ||
@@ -433,14 +466,36 @@ std::vector<float> decode_positions(std::span<const float> rope_deltas,
   for (int64_t b = 0; b < batch && count > 0; ++b)
     if (!std::isfinite(rope_deltas[static_cast<size_t>(b)]))
       fail("decode positions: rope_deltas[", b, "] = ", rope_deltas[static_cast<size_t>(b)], " is not finite");
-  std::vector<float> out(static_cast<size_t>(3 * batch * count));
+  return static_cast<size_t>(3 * total);
+}
+
+void fill_decode(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count, float* out) {
+  const auto batch = static_cast<int64_t>(rope_deltas.size());
   for (int axis = 0; axis < 3; ++axis)
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < count; ++i)
         // float32 like the reference's cache_position + rope_deltas
         out[static_cast<size_t>((axis * batch + b) * count + i)] =
-            static_cast<float>(first_cache_position + i) + rope_deltas[b];
+            static_cast<float>(first_cache_position + i) + rope_deltas[static_cast<size_t>(b)];
+}
+
+}  // namespace
+
+std::vector<float> decode_positions(std::span<const float> rope_deltas,
+                                    int64_t first_cache_position, int64_t count) {
+  std::vector<float> out(checked_decode(rope_deltas, first_cache_position, count));
+  fill_decode(rope_deltas, first_cache_position, count, out.data());
   return out;
+}
+
+void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count,
+                           std::span<float> out) {
+  const size_t expected = checked_decode(rope_deltas, first_cache_position, count);
+  if (out.size() != expected)
+    fail("decode positions: the output holds ", out.size(), " floats, expected 3 x ", rope_deltas.size(), " x ",
+         count, " = ", expected);
+  if (expected > 0 && out.data() == nullptr) fail("decode positions: the output is null");
+  fill_decode(rope_deltas, first_cache_position, count, out.data());
 }
 
 }  // namespace circlerope
