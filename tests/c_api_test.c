@@ -81,8 +81,8 @@ static void test_defaults(void) {
   CHECK(v.image_token_id == kImg);
   CHECK(v.video_token_id == kVid);
   CHECK(v.time_is_index == 0);
-  crp_circle_config_default(NULL); /* must not crash */
-  crp_vision_config_default(NULL);
+  CHECK(crp_circle_config_default(NULL) == CRP_INVALID_ARGUMENT); /* must not crash */
+  CHECK(crp_vision_config_default(NULL) == CRP_INVALID_ARGUMENT);
 }
 
 static void test_mrope_hand_values(void) {
@@ -493,6 +493,41 @@ static void regression_nothing_written_on_failure(void) {
   CHECK_MSG(untouched, err);
 }
 
+/* The C API's completeness (issue 9): a version query, AGE plans, statuses everywhere. */
+static void test_version_plans_and_statuses(void) {
+  int major = -1, minor = -1, patch = -1;
+  CHECK(crp_version(&major, &minor, &patch) == CRP_OK);
+  CHECK(major == CRP_VERSION_MAJOR && minor == CRP_VERSION_MINOR && patch == CRP_VERSION_PATCH);
+  CHECK(crp_version(NULL, NULL, NULL) == CRP_OK);
+  CHECK(crp_circle_config_default(NULL) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_vision_config_default(NULL) == CRP_INVALID_ARGUMENT);
+
+  char err[256];
+  crp_age_plan* plan = NULL;
+  CHECK_MSG(crp_age_plan_create("alternate", 5, &plan, err, sizeof err) == CRP_OK, err);
+  int layers = 0, geometries = 0, scheme = -1, geometry = -1;
+  CHECK(crp_age_plan_size(plan, &layers, &geometries, err, sizeof err) == CRP_OK);
+  CHECK(layers == 5 && geometries == 2);
+  CHECK(crp_age_plan_geometry(plan, 0, &scheme, err, sizeof err) == CRP_OK && scheme == CRP_SCHEME_CIRCLE);
+  CHECK(crp_age_plan_geometry(plan, 1, &scheme, err, sizeof err) == CRP_OK && scheme == CRP_SCHEME_MROPE);
+  CHECK(crp_age_plan_geometry(plan, 2, &scheme, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "geometry 2 is out of range"), err);
+  static const int want[5] = {0, 1, 0, 1, 0};
+  for (int l = 0; l < 5; ++l) CHECK(crp_age_plan_layer(plan, l, &geometry, err, sizeof err) == CRP_OK && geometry == want[l]);
+  CHECK(crp_age_plan_layer(plan, 5, &geometry, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "layer 5 is out of range"), err);
+  CHECK(crp_age_plan_destroy(plan) == CRP_OK);
+  CHECK(crp_age_plan_destroy(NULL) == CRP_OK);
+  crp_age_plan* bad = (crp_age_plan*)&bad;
+  CHECK(crp_age_plan_create("CMX", 4, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT && bad == NULL);
+  CHECK_MSG(contains(err, "'X'"), err);
+  CHECK(crp_age_plan_create("all", 0, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_age_plan_create("all", (int64_t)1 << 40, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "1099511627776"), err);
+  CHECK(crp_age_plan_create(NULL, 4, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_age_plan_size(NULL, &layers, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -507,6 +542,7 @@ int main(void) {
   regression_batch_without_tokens();
   regression_non_finite_deltas();
   regression_nothing_written_on_failure();
+  test_version_plans_and_statuses();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

@@ -56,6 +56,8 @@ int main(void) {
   crp_circle_config_default(&circle);
   float pos[3 * S], deltas[1];
   CHECK_MSG(crp_rope_index(&in, &vision, CRP_SCHEME_CIRCLE, &circle, pos, deltas, err, sizeof err) == CRP_OK, err);
+  float pos2[3 * S]; /* pos is spoiled by an error test below */
+  memcpy(pos2, pos, sizeof pos);
 
   crp_rotary_config config;
   crp_rotary_config_default(&config);
@@ -195,7 +197,64 @@ int main(void) {
     crp_rotary_table_destroy(t);
   }
 
-  crp_rotary_table_destroy(table);
+  /* What a GPU engine needs: the table's values read back, computed into its own memory, and
+   * a rotation with values it holds; the code path forced through crp_rotate_params. */
+  {
+    int64_t tb = -1, ts = -1;
+    int tr = -1;
+    const float* values = NULL;
+    CHECK(crp_rotary_table_shape(table, &tb, &ts, &tr, err, sizeof err) == CRP_OK);
+    CHECK(tb == 1 && ts == S && tr == D);
+    CHECK(crp_rotary_table_values(table, &values, err, sizeof err) == CRP_OK && values != NULL);
+    /* cos then sin of token 3, frequency 1 (temporal axis: chunked [2, 3, 3]) */
+    const double phi = pos2[0 * S + 3] * pow(10000.0, -2.0 * 1 / D);
+    CHECK(fabs(values[3 * D + 1] - cos(phi)) < 1e-6 && fabs(values[3 * D + D / 2 + 1] - sin(phi)) < 1e-6);
+    float mine[S * D];
+    for (int i = 0; i < S * D; ++i) mine[i] = NAN;
+    CHECK_MSG(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, mine, S * D, err, sizeof err) == CRP_OK, err);
+    CHECK(memcmp(mine, values, sizeof mine) == 0);
+    CHECK(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, mine, S * D - 1, err, sizeof err) ==
+          CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "expected batch 1 x seq_len 7 x rotary_dim 16") != NULL, err);
+    CHECK(crp_rotary_table_compute(&config, pos2, 1, S, 0, 9, mine, S * D, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "isa 9 is not one of 0..2") != NULL, err);
+
+    crp_rotate_params params;
+    CHECK(crp_rotate_params_default(&params) == CRP_OK);
+    CHECK(params.pairing == CRP_PAIRING_NEOX && params.direction == CRP_FORWARD && params.threads == 0 &&
+          params.isa == CRP_ISA_AUTOMATIC);
+    CHECK(crp_rotate_params_default(NULL) == CRP_INVALID_ARGUMENT);
+    static float by_table[S * HQ * D], by_values[S * HQ * D];
+    crp_head_tensor qin = bshd(q, CRP_DTYPE_FLOAT32, HQ), o1 = bshd(by_table, CRP_DTYPE_FLOAT32, HQ),
+                    o2 = bshd(by_values, CRP_DTYPE_FLOAT32, HQ);
+    static const int paths[] = {CRP_ISA_PORTABLE, CRP_ISA_AVX2};
+    for (int p = 0; p < 2; ++p) {
+      int available = -1;
+      CHECK(crp_isa_available(paths[p], &available, err, sizeof err) == CRP_OK);
+      params.isa = paths[p];
+      if (!available) {
+        CHECK(crp_rotate_ex(table, &qin, &o1, 1, &params, err, sizeof err) == CRP_INVALID_ARGUMENT);
+        continue;
+      }
+      CHECK_MSG(crp_rotate_ex(table, &qin, &o1, 1, &params, err, sizeof err) == CRP_OK, err);
+      CHECK_MSG(crp_rotate_values(mine, 1, S, D, &qin, &o2, 1, &params, err, sizeof err) == CRP_OK, err);
+      CHECK(memcmp(by_table, by_values, sizeof by_table) == 0);
+      CHECK(memcmp(by_table, q_out, sizeof by_table) == 0 || p == 0); /* the automatic path is the best one */
+    }
+    int available = -1;
+    CHECK(crp_isa_available(CRP_ISA_AUTOMATIC, &available, err, sizeof err) == CRP_OK && available == 1);
+    CHECK(crp_isa_available(CRP_ISA_PORTABLE, &available, err, sizeof err) == CRP_OK && available == 1);
+    CHECK(crp_isa_available(7, &available, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK(crp_rotate_values(NULL, 1, S, D, &qin, &o2, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "values are null") != NULL, err);
+    CHECK(crp_rotate_values(mine, (int64_t)1 << 40, (int64_t)1 << 40, D, &qin, &o2, 1, NULL, err, sizeof err) ==
+          CRP_INVALID_ARGUMENT);
+    CHECK(crp_rotate_ex(table, &qin, &o1, 1, NULL, err, sizeof err) == CRP_OK); /* NULL params: the defaults */
+    CHECK(crp_rotary_config_default(NULL) == CRP_INVALID_ARGUMENT);
+    CHECK(crp_rotary_table_destroy(NULL) == CRP_OK);
+  }
+
+  CHECK(crp_rotary_table_destroy(table) == CRP_OK);
   crp_rotary_table_destroy(NULL);
   if (failures) {
     fprintf(stderr, "c_kernels_test: %d of %d checks failed\n", failures, checks);

@@ -14,6 +14,12 @@
 extern "C" {
 #endif
 
+/* The version of these headers; crp_version() gives the library's (they differ when an
+ * engine runs against another build than it was compiled with). */
+#define CRP_VERSION_MAJOR 0
+#define CRP_VERSION_MINOR 1
+#define CRP_VERSION_PATCH 0
+
 /* Most tokens one call handles (batch x seq_len, and each of them; batch x count when
  * decoding): larger sizes return CRP_INVALID_ARGUMENT naming them (circlerope::kMaxTokens). */
 #define CRP_MAX_TOKENS ((int64_t)1 << 24)
@@ -66,10 +72,14 @@ typedef struct crp_rope_index_input {
   const double* second_per_grid_ts; /* [n_videos] or NULL (1.0 each) */
 } crp_rope_index_input;
 
-/* The paper's recommended setting (radius 10, alpha 0.5, move_to_origin). */
-void crp_circle_config_default(crp_circle_config* config);
-/* Qwen2.5-VL's constants. */
-void crp_vision_config_default(crp_vision_config* config);
+/* The library's version (see CRP_VERSION_*); any pointer may be NULL. */
+crp_status crp_version(int* major, int* minor, int* patch);
+
+/* The paper's recommended setting (radius 10, alpha 0.5, move_to_origin). NULL:
+ * CRP_INVALID_ARGUMENT. */
+crp_status crp_circle_config_default(crp_circle_config* config);
+/* Qwen2.5-VL's constants. NULL: CRP_INVALID_ARGUMENT. */
+crp_status crp_vision_config_default(crp_vision_config* config);
 
 /* One option from its text, read with the grammar every circlerope front end shares
  * (circlerope/options.h), for engines that read a model's config file:
@@ -98,6 +108,28 @@ crp_status crp_rope_index(const crp_rope_index_input* input, const crp_vision_co
 /* out [3][batch][count]: cache positions first .. first + count - 1 of every row. */
 crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t first_cache_position,
                                 int64_t count, float* out, char* error, size_t error_size);
+
+/* ---- AGE plans (SPEC 6): a geometry per layer ----------------------------------------
+ * An engine computes positions (crp_rope_index) and a rotary table once per distinct
+ * geometry g = 0 .. geometries - 1, with scheme crp_age_plan_geometry(g), and rotates layer l
+ * with the table of geometry crp_age_plan_layer(l). Each geometry keeps its own rope_deltas
+ * for decoding. */
+typedef struct crp_age_plan crp_age_plan; /* opaque */
+
+/* spec: "all", "lower", "upper", "alternate", "strategy_1".."strategy_4", or a pattern of
+ * C/M/V/U letters repeated to `layers` (1..100000). *plan is NULL on failure. */
+crp_status crp_age_plan_create(const char* spec, int64_t layers, crp_age_plan** plan, char* error,
+                               size_t error_size);
+crp_status crp_age_plan_destroy(crp_age_plan* plan); /* NULL is fine */
+/* Number of layers and of distinct geometries; either pointer may be NULL. */
+crp_status crp_age_plan_size(const crp_age_plan* plan, int* layers, int* geometries, char* error,
+                             size_t error_size);
+/* The crp_scheme of distinct geometry `geometry` (in order of first use). */
+crp_status crp_age_plan_geometry(const crp_age_plan* plan, int geometry, int* scheme, char* error,
+                                 size_t error_size);
+/* The geometry (index) layer `layer` uses. */
+crp_status crp_age_plan_layer(const crp_age_plan* plan, int layer, int* geometry, char* error,
+                              size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 // AGE plans (SPEC 6).
 #include "circlerope/age.h"
 
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 

@@ -7,13 +7,23 @@
 #include <new>
 #include <vector>
 
-#include "c_guard.h"
+#include "circlerope/detail/c_guard.h"
+#include "circlerope/age.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
+
+struct crp_age_plan {
+  circlerope::AgePlan plan;
+};
 
 namespace {
 
 using namespace circlerope;
+
+// The header states the project's version (CMake passes it here): they must not drift apart.
+static_assert(CRP_VERSION_MAJOR == CIRCLEROPE_VERSION_MAJOR && CRP_VERSION_MINOR == CIRCLEROPE_VERSION_MINOR &&
+                  CRP_VERSION_PATCH == CIRCLEROPE_VERSION_PATCH,
+              "c_api.h's CRP_VERSION_* differ from project(VERSION) in CMakeLists.txt");
 
 static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
                   static_cast<int>(Scheme::unordered) == CRP_SCHEME_UNORDERED &&
@@ -71,14 +81,67 @@ std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {
 
 extern "C" {
 
-void crp_circle_config_default(crp_circle_config* c) {
-  if (!c) return;
-  *c = to_c(CircleConfig{});
+crp_status crp_version(int* major, int* minor, int* patch) {
+  if (major) *major = CRP_VERSION_MAJOR;
+  if (minor) *minor = CRP_VERSION_MINOR;
+  if (patch) *patch = CRP_VERSION_PATCH;
+  return CRP_OK;
 }
 
-void crp_vision_config_default(crp_vision_config* v) {
-  if (!v) return;
+crp_status crp_circle_config_default(crp_circle_config* c) {
+  if (!c) return CRP_INVALID_ARGUMENT;
+  *c = to_c(CircleConfig{});
+  return CRP_OK;
+}
+
+crp_status crp_vision_config_default(crp_vision_config* v) {
+  if (!v) return CRP_INVALID_ARGUMENT;
   *v = to_c(VisionConfig{});
+  return CRP_OK;
+}
+
+crp_status crp_age_plan_create(const char* spec, int64_t layers, crp_age_plan** plan, char* error,
+                               size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan) throw Error("crp_age_plan_create: plan (the output pointer) is NULL");
+    *plan = nullptr;
+    if (!spec) throw Error("crp_age_plan_create: spec is NULL");
+    *plan = new crp_age_plan{AgePlan(spec, layers)};
+  });
+}
+
+crp_status crp_age_plan_destroy(crp_age_plan* plan) {
+  delete plan;
+  return CRP_OK;
+}
+
+crp_status crp_age_plan_size(const crp_age_plan* plan, int* layers, int* geometries, char* error,
+                             size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan) throw Error("crp_age_plan_size: plan is NULL");
+    if (layers) *layers = plan->plan.layers();
+    if (geometries) *geometries = static_cast<int>(plan->plan.schemes().size());
+  });
+}
+
+crp_status crp_age_plan_geometry(const crp_age_plan* plan, int geometry, int* scheme, char* error,
+                                 size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan || !scheme) throw Error("crp_age_plan_geometry: NULL argument");
+    const auto& schemes = plan->plan.schemes();
+    if (geometry < 0 || geometry >= static_cast<int>(schemes.size()))
+      throw Error("crp_age_plan_geometry: geometry " + std::to_string(geometry) + " is out of range for a plan of " +
+                  std::to_string(schemes.size()) + " geometries");
+    *scheme = static_cast<int>(schemes[static_cast<size_t>(geometry)]);
+  });
+}
+
+crp_status crp_age_plan_layer(const crp_age_plan* plan, int layer, int* geometry, char* error,
+                              size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan || !geometry) throw Error("crp_age_plan_layer: NULL argument");
+    *geometry = plan->plan.layer_geometry(layer);
+  });
 }
 
 crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,

@@ -5,7 +5,7 @@
 
 #include "circlerope/positions.h"
 #include "circlerope/rotary.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "circlerope/positions.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <utility>
 
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 

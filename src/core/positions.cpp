@@ -14,7 +14,7 @@
 #include "block.h"
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 

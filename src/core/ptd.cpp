@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 

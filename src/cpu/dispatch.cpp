@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "../core/fail.h"
+#include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
 #include "overlap.h"
@@ -210,8 +210,12 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
   const int rot = table.rotary_dim;
   if (rot < 2 || rot > 1024 || rot % 2 != 0)
     fail("table: rotary_dim ", rot, " must be even and in 2..1024");
-  if (table.batch < 0 || table.seq_len < 0)
-    fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0");
+  // Tables hold at most kMaxTokens tokens (make_rotary_table); a view from elsewhere too, so
+  // that batch x seq_len cannot overflow.
+  if (table.batch < 0 || table.seq_len < 0 || table.batch > kMaxTokens || table.seq_len > kMaxTokens ||
+      table.batch * table.seq_len > kMaxTokens)
+    fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0 and hold at most ",
+         kMaxTokens, " tokens");
   if (table.values == nullptr && table.batch * table.seq_len > 0) fail("table: values are null");
   if (targets.empty()) return;
   if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "../core/fail.h"
+#include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
 #include "parallel.h"
