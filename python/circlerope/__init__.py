@@ -438,10 +438,13 @@ class RotaryEmbedding(torch.nn.Module):
     q, k = angles.apply(layer, q, k)
     """
 
-    def __init__(self, plan: Union[AgePlan, str], layers: Optional[int] = None, *,
+    def __init__(self, plan: Union[AgePlan, str] = None, layers: Optional[int] = None, *,
                  rotary: Optional[RotaryConfig] = None, circle: Optional[CircleConfig] = None,
                  vision: Optional[VisionConfig] = None):
         super().__init__()
+        if plan is None:  # it used to default to a one-layer "all"
+            raise ValueError("RotaryEmbedding needs a plan: RotaryEmbedding(AgePlan(spec, layers)) or "
+                             "RotaryEmbedding(spec, layers)")
         if isinstance(plan, str):
             if layers is None:  # a one-layer plan was built silently
                 raise ValueError(f"RotaryEmbedding({_shown(plan)}) needs the layer count: RotaryEmbedding(plan, "

@@ -119,6 +119,8 @@ def test_age_plans_need_their_layer_count():
     for make in (lambda: circlerope.RotaryEmbedding("all"), lambda: circlerope.RotaryEmbedding(plan="alternate")):
         with pytest.raises(ValueError, match="needs the layer count"):
             make()
+    with pytest.raises(ValueError, match="RotaryEmbedding needs a plan"):
+        circlerope.RotaryEmbedding()
     with pytest.raises(ValueError, match="differs from the 3 layers"):
         circlerope.RotaryEmbedding(circlerope.AgePlan("all", 3), 4)
     assert len(circlerope.RotaryEmbedding("alternate", 6).plan) == 6
