@@ -88,6 +88,31 @@ struct Geometry {
   CircleConfig circle = {};
 };
 
+// ------------------------------------------------ Hugging Face behaviours ---
+
+// Whose positions to reproduce exactly, quirks included. M-RoPE positions of
+// Hugging Face transformers' `get_rope_index` differ between versions; a model
+// fine-tuned under one needs that one's positions. Under `circle` and the other
+// schemes a mode changes only what that version does around the vision blocks
+// (padding value, delta convention, frame times, text after a video).
+//
+//   mode     transformers      padded  rope_delta            frame time tau(f)          text after a video
+//   none     (this project)    1       max + 1 - S           trunc(f*s*tps) in float32  max of the block + 1
+//   hf-4.49  4.49-4.51, Qwen   1       max + 1 - S (*)       trunc(f*s*tps) in float32  max of the block + 1
+//   hf-4.52  4.52-5.2          1       max + 1 - S (*)       f*trunc(s)*tps             max of the block + 1
+//   hf-5.3   5.3 and later     0       max + 1 - real tokens f*trunc(s)*tps             max of frame 0 + 1
+//
+// (*) A batch without any grid takes transformers' text-only branch, where the
+// padded 1s count in the row maximum: a padded row with one real token gets
+// 2 - S, not 1 - S. S is the padded row length; "real tokens" the unmasked ones.
+enum class Compat { none, hf_4_49, hf_4_52, hf_5_3 };
+inline constexpr std::array<Compat, 4> kAllCompats = {Compat::none, Compat::hf_4_49,
+                                                      Compat::hf_4_52, Compat::hf_5_3};
+
+std::string_view to_string(Compat compat);  // "none", "hf-4.49", "hf-4.52", "hf-5.3"
+// Throws Error naming the text for anything else.
+Compat parse_compat(std::string_view text);
+
 // --------------------------------------------------------- vision tokens ---
 
 // Model constants of the Qwen2-VL / Qwen2.5-VL token convention.
@@ -98,6 +123,7 @@ struct VisionConfig {
   int64_t image_token_id = 151655;
   int64_t video_token_id = 151656;
   TimeMode time = TimeMode::seconds;
+  Compat compat = Compat::none;          // which transformers behaviour to reproduce
 };
 
 void validate(const VisionConfig& config);
@@ -159,6 +185,8 @@ struct Positions {
   std::vector<float> rope_deltas;   // [batch]
   std::vector<int32_t> token_block;  // [batch][seq_len]: kMaskedToken, kTextToken or block
   std::vector<BlockInfo> blocks;     // in order of appearance, row after row
+  std::vector<int64_t> real_tokens;  // [batch]: unmasked tokens of each row
+  Compat compat = Compat::none;      // the behaviour these positions follow
 
   float at(int axis, int64_t row, int64_t s) const {
     return position_ids[static_cast<size_t>((axis * batch + row) * seq_len + s)];
@@ -192,5 +220,12 @@ std::vector<float> decode_positions(std::span<const float> rope_deltas,
 // written when it throws.
 void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count,
                            std::span<float> out);
+
+// The next `count` tokens of every row after the prompt, by the decode rule of the
+// behaviour that made `positions` ([3][batch][count]): cache positions seq_len ..
+// seq_len + count - 1 plus rope_delta (SPEC 1; hf-4.49, hf-4.52), or, under hf-5.3, whose
+// deltas count only real tokens, the last prompt position + 1 + k (= real tokens + k +
+// rope_delta). Both give the same positions where a row has no padding.
+std::vector<float> next_positions(const Positions& positions, int64_t count);
 
 }  // namespace circlerope

@@ -27,6 +27,23 @@ Scheme parse_scheme(std::string_view text) {
   fail("unknown scheme ", detail::quoted(text), " (expected vanilla, unordered, mrope or circle)");
 }
 
+std::string_view to_string(Compat compat) {
+  switch (compat) {
+    case Compat::none: return "none";
+    case Compat::hf_4_49: return "hf-4.49";
+    case Compat::hf_4_52: return "hf-4.52";
+    case Compat::hf_5_3: return "hf-5.3";
+  }
+  return "?";
+}
+
+Compat parse_compat(std::string_view text) {
+  for (Compat c : kAllCompats)
+    if (text == to_string(c)) return c;
+  fail("unknown compat mode '", text, "' (expected none, hf-4.49 for transformers 4.49-4.51, hf-4.52 for 4.52-5.2 "
+       "or hf-5.3 for 5.3 and later)");
+}
+
 std::string_view to_string(FrequencyLayout layout) {
   switch (layout) {
     case FrequencyLayout::chunked: return "chunked";

@@ -67,14 +67,15 @@ class Placer {
   Placer(const Geometry& geometry, const VisionConfig& vision)
       : geometry_(geometry), vision_(vision) {}
 
-  // Writes the row's unmasked positions; returns the rope delta (SPEC 1). With out.t null it
-  // writes nothing and only runs the checks (the first pass of rope_index_into), with the
-  // same arithmetic, so a row that passed it cannot fail when written.
-  float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len,
+  // Writes the row's unmasked positions; returns the rope delta (SPEC 1; Compat in
+  // positions.h for the transformers behaviours). `padded`: the row has masked tokens. With
+  // out.t null it writes nothing and only runs the checks (the first pass of
+  // rope_index_into), with the same arithmetic, so a row that passed it cannot fail when written.
+  float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len, bool padded,
                   std::vector<BlockInfo>* blocks) {
     double next = 0.0;  // always a float32 value, like the reference's st_idx
-    float last_max = 0;
-    bool any = false;
+    float last_max = 0;  // of the last chunk: where the next one continues from
+    float row_max = -std::numeric_limits<float>::infinity();
     int64_t k = 0;
     const bool write = out.t != nullptr;
     for (const Chunk& chunk : chunks) {
@@ -82,11 +83,19 @@ class Placer {
         out.t[k + i] = out.h[k + i] = out.w[k + i] = static_cast<float>(next + static_cast<double>(i));
       if (out.token_block) std::fill_n(out.token_block + k, chunk.text, kTextToken);
       k += chunk.text;
-      if (chunk.text > 0) last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
+      if (chunk.text > 0) {
+        last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
+        row_max = std::max(row_max, last_max);
+      }
       if (chunk.has_block) {
         const double anchor = next + static_cast<double>(chunk.text);
         const int64_t tokens = chunk.t * chunk.hm * chunk.wm;
-        last_max = place_block(chunk, anchor, out, k);
+        const BlockExtent extent = place_block(chunk, anchor, out, k);
+        row_max = std::max(row_max, extent.max);
+        // transformers 5.3 continues after a video from its first frame (start + max(h, w)/m
+        // under M-RoPE), reusing the later frames' temporal positions; everyone else from
+        // the block's maximum.
+        last_max = vision_.compat == Compat::hf_5_3 ? extent.first_frame_max : extent.max;
         if (blocks) {
           if (out.token_block) std::fill_n(out.token_block + k, tokens, static_cast<int32_t>(blocks->size()));
           blocks->push_back({out.row, out.padded_index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
@@ -94,14 +103,23 @@ class Placer {
         }
         k += tokens;
       }
-      if (chunk.text > 0 || chunk.has_block) {
-        any = true;
+      if (chunk.text > 0 || chunk.has_block)
         next = static_cast<double>(last_max + 1.0f);  // float32, as torch computes st_idx
-      }
     }
-    if (!any) return static_cast<float>(-seq_len);  // empty row: decoding starts at 0
-    return static_cast<float>(next) - static_cast<float>(seq_len);
+    const Compat compat = vision_.compat;
+    // transformers' text-only branch (4.49-5.2, a batch without grids) takes the row
+    // maximum over the padded positions too, whose value is 1.
+    if (text_only_batch_ && padded && (compat == Compat::hf_4_49 || compat == Compat::hf_4_52))
+      row_max = std::max(row_max, 1.0f);
+    const bool empty = row_max == -std::numeric_limits<float>::infinity();
+    if (compat == Compat::hf_5_3)  // deltas against the unpadded length
+      return empty ? 0.0f : (row_max + 1.0f) - static_cast<float>(k);
+    if (empty) return static_cast<float>(-seq_len);  // empty row: decoding starts at 0
+    return (row_max + 1.0f) - static_cast<float>(seq_len);
   }
+
+  // transformers' text-only branch applies (set by the caller: no grids in the batch).
+  void set_text_only_batch(bool value) { text_only_batch_ = value; }
 
  private:
   const detail::FrameCoordinates& frame(int64_t hm, int64_t wm) {
@@ -111,13 +129,18 @@ class Placer {
     return cache_.back().second;
   }
 
-  float place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
+  struct BlockExtent {
+    float max = 0;              // over every axis of every token
+    float first_frame_max = 0;  // over every axis of frame 0
+  };
+
+  BlockExtent place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
     const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
     const auto cells = static_cast<int64_t>(coords.cells());
     const double* pt = coords.t.data();
     const double* ph = coords.h.data();
     const double* pw = coords.w.data();
-    double high = -std::numeric_limits<double>::infinity(), low = -high;
+    double high = -std::numeric_limits<double>::infinity(), low = -high, first_high = high;
     for (int64_t f = 0; f < chunk.t; ++f, k += cells) {
       const int64_t tau = chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
       const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
@@ -132,16 +155,19 @@ class Placer {
       }
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
       low = std::min({low, bt + coords.min.t, bh + coords.min.h, bw + coords.min.w});
+      if (f == 0) first_high = high;
     }
     if (!std::isfinite(static_cast<float>(high)) || !std::isfinite(static_cast<float>(low)))
       fail(kind_name(chunk.is_video), " ", chunk.grid_index, " of row ", out.row, ": positions reach ",
            std::fabs(high) > std::fabs(low) ? high : low,
            ", beyond float32 (is the radius or the move_to_positive offset too large?)");
-    return static_cast<float>(high);  // rounding is monotone: max of the rounded values
+    // rounding is monotone: the max of the rounded values
+    return {static_cast<float>(high), static_cast<float>(first_high)};
   }
 
   const Geometry& geometry_;
   const VisionConfig& vision_;
+  bool text_only_batch_ = false;
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
 
@@ -288,9 +314,12 @@ void validate_call(const RopeIndexInput& input, const VisionConfig& vision, cons
 // chunks between the passes (a text-only row is one run of its unmasked tokens).
 void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
            float* position_ids, float* rope_deltas, int32_t* token_block,
-           std::vector<BlockInfo>* blocks) {
+           std::vector<BlockInfo>* blocks, int64_t* real_tokens) {
   const int64_t batch = input.batch, seq = input.seq_len;
   Placer placer(geometry, vision);
+  placer.set_text_only_batch(input.image_grid_thw.empty() && input.video_grid_thw.empty());
+  // transformers 5.3 starts from zeros; everyone else, the reference included, from ones.
+  const float padding = vision.compat == Compat::hf_5_3 ? 0.0f : 1.0f;
   RowSplitter splitter(input, vision);
   std::vector<Chunk> chunks, kept;               // this row's; every block row's, in order
   std::vector<uint32_t> kept_count(static_cast<size_t>(batch), 0);  // 0: a text-only row
@@ -318,7 +347,7 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
       splitter.split(b, compact_ids.data(), static_cast<int64_t>(real.size()), real.data(), chunks);
     }
     if (std::none_of(chunks.begin(), chunks.end(), [](const Chunk& c) { return c.has_block; })) continue;
-    placer.place_row(chunks, RowOut{.row = b}, seq, nullptr);  // the float32 range of its blocks
+    placer.place_row(chunks, RowOut{.row = b}, seq, false, nullptr);  // the float32 range of its blocks
     kept.insert(kept.end(), chunks.begin(), chunks.end());
     kept_count[static_cast<size_t>(b)] = static_cast<uint32_t>(chunks.size());
   }
@@ -340,23 +369,25 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
       for (int64_t s = 0; s < seq; ++s)
         if (mask[s] == 1) real.push_back(s);
     const int64_t n = compact ? static_cast<int64_t>(real.size()) : seq;
+    if (real_tokens) real_tokens[b] = n;
     const uint32_t count = kept_count[static_cast<size_t>(b)];
     Chunk text_only{.text = n};
     const std::span<const Chunk> row_chunks =
         count ? std::span<const Chunk>(kept.data() + next_kept, count) : std::span<const Chunk>(&text_only, n > 0);
     next_kept += count;
     if (!compact) {
-      rope_deltas[b] = placer.place_row(row_chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
+      rope_deltas[b] =
+          placer.place_row(row_chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, false, blocks);
       continue;
     }
     scratch.resize(static_cast<size_t>(3 * n));
     scratch_map.resize(row_map ? static_cast<size_t>(n) : 0);
     const RowOut out{scratch.data(), scratch.data() + n, scratch.data() + 2 * n,
                      row_map ? scratch_map.data() : nullptr, real.data(), b};
-    rope_deltas[b] = placer.place_row(row_chunks, out, seq, blocks);
+    rope_deltas[b] = placer.place_row(row_chunks, out, seq, true, blocks);
     for (int64_t s = 0; s < seq; ++s)
       if (mask[s] == 0) {
-        row_t[s] = row_h[s] = row_w[s] = 1.0f;  // SPEC 1: masked tokens get 1
+        row_t[s] = row_h[s] = row_w[s] = padding;  // SPEC 1: masked tokens get 1 (hf-5.3: 0)
         if (row_map) row_map[s] = kMaskedToken;
       }
     for (int64_t k = 0; k < n; ++k) {
@@ -381,8 +412,10 @@ Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
   out.position_ids.resize(3 * n);
   out.rope_deltas.resize(static_cast<size_t>(input.batch));
   out.token_block.resize(n);
+  out.real_tokens.resize(static_cast<size_t>(input.batch));
+  out.compat = vision.compat;
   build(input, vision, geometry, out.position_ids.data(), out.rope_deltas.data(),
-        out.token_block.data(), &out.blocks);
+        out.token_block.data(), &out.blocks, out.real_tokens.data());
   return out;
 }
 
@@ -396,7 +429,7 @@ void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
          " x ", input.seq_len, " = ", 3 * n);
   if (rope_deltas.size() != static_cast<size_t>(input.batch))
     fail("rope_deltas output has ", rope_deltas.size(), " floats, expected batch = ", input.batch);
-  build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr);
+  build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr, nullptr);
 }
 
 Positions layout_positions(std::span<const Segment> segments, const VisionConfig& vision,
@@ -439,8 +472,10 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
   out.token_block.resize(static_cast<size_t>(total));
   float* base = out.position_ids.data();
   const RowOut row{base, base + total, base + 2 * total, out.token_block.data(), nullptr, 0};
+  out.real_tokens = {total};
+  out.compat = vision.compat;
   Placer placer(geometry, vision);
-  out.rope_deltas[0] = placer.place_row(chunks, row, total, &out.blocks);
+  out.rope_deltas[0] = placer.place_row(chunks, row, total, false, &out.blocks);
   return out;
 }
 
@@ -496,6 +531,28 @@ void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cac
          count, " = ", expected);
   if (expected > 0 && out.data() == nullptr) fail("decode positions: the output is null");
   fill_decode(rope_deltas, first_cache_position, count, out.data());
+}
+
+std::vector<float> next_positions(const Positions& p, int64_t count) {
+  if (p.compat != Compat::hf_5_3) return decode_positions(p.rope_deltas, p.seq_len, count);
+  if (p.real_tokens.size() != p.rope_deltas.size())
+    fail("next_positions: positions hold ", p.real_tokens.size(), " real-token counts for ",
+         p.rope_deltas.size(), " rows");
+  // hf-5.3: row b continues at real_tokens[b] + rope_delta[b] (its last position + 1). Each
+  // row is the decode rule of a batch of one whose cache holds only the real tokens.
+  std::vector<float> out;
+  const auto batch = static_cast<int64_t>(p.rope_deltas.size());
+  std::vector<std::vector<float>> rows;
+  rows.reserve(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b)
+    rows.push_back(decode_positions({&p.rope_deltas[static_cast<size_t>(b)], 1},
+                                    p.real_tokens[static_cast<size_t>(b)], count));
+  out.resize(static_cast<size_t>(3 * batch * count));
+  for (int axis = 0; axis < 3; ++axis)
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy_n(rows[static_cast<size_t>(b)].begin() + axis * count, count,
+                  out.begin() + (axis * batch + b) * count);
+  return out;
 }
 
 }  // namespace circlerope
