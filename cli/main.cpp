@@ -101,26 +101,39 @@ struct RotaryFlags {
 struct Source {
   std::string request_path;
   std::string layout;
+  std::string compat;
+  CLI::Option* compat_option = nullptr;
 
   void add(CLI::App* app) {
     auto* r = app->add_option("--request", request_path, "request JSON file (format of shared/golden), - for stdin");
     auto* l = app->add_option("--layout", layout, "token-free layout, e.g. text:5,image:6x6,video:4x6x6@0.5,text:4");
     r->excludes(l);
+    compat_option = app->add_option("--compat", compat,
+                                    "reproduce a transformers behaviour (layouts): none, hf-4.49, hf-4.52, hf-5.3 [none]");
   }
   bool from_request() const { return !request_path.empty(); }
 
   Request request() const {
+    if (compat_option->count() > 0)
+      throw Error("--compat cannot be combined with --request (put \"compat\" in the request)");
     if (request_path == "-") return parse_request_text(read_request(std::cin, "on stdin"));
     std::ifstream in(request_path, std::ios::binary);
     if (!in) throw Error("cannot read request file '" + request_path + "'");
     return parse_request_text(read_request(in, "'" + request_path + "'"));
   }
 
+  // The model constants of a layout: Qwen2.5-VL's, in the --compat behaviour.
+  VisionConfig layout_vision() const {
+    VisionConfig vision;
+    if (compat_option->count() > 0) set_vision_option(vision, "compat", OptionValue::text(compat), "--compat");
+    return vision;
+  }
+
   // Positions of the source under `geometry`; for a request, its own arrays.
   Positions positions(const Geometry& geometry, const Request* request) const {
     if (request) return rope_index(request->input(), request->vision, geometry);
     if (layout.empty()) throw Error("give --request FILE or --layout LAYOUT");
-    return layout_positions(parse_layout(layout), VisionConfig{}, geometry);
+    return layout_positions(parse_layout(layout), layout_vision(), geometry);
   }
 };
 
@@ -190,7 +203,7 @@ void print_positions(const Positions& p, const Geometry& g, const std::string& f
     throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(p.batch) + ")");
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
   // Everything that can fail, before the first byte of output (issue 9 item 12).
-  const std::vector<float> next = decode > 0 ? decode_positions(p.rope_deltas, p.seq_len, decode) : std::vector<float>{};
+  const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
   warn_collisions(p, g);
   if (format == "json") {
     write_positions_json(std::cout, p, decode);

@@ -159,8 +159,10 @@ VisionConfig parse_vision(const json& v) {
   VisionConfig out;
   if (v.is_null()) return out;
   if (!v.is_object()) bad("vision", "expected a JSON object, got " + shown(v));
-  for (const auto& [key, value] : v.items())
+  for (const auto& [key, value] : v.items()) {
+    if (key == "compat") bad("vision.compat", "give \"compat\" at the top level of the request");
     set_vision_option(out, key, option_value(value), "request.vision." + key_shown(key));
+  }
   try {
     validate(out);
   } catch (const Error& e) {
@@ -192,12 +194,16 @@ RopeIndexInput Request::input() const {
 
 Request parse_request(const json& j) {
   only_keys(j, "",
-            {"scheme", "circle", "vision", "input_ids", "attention_mask", "image_grid_thw",
+            {"scheme", "circle", "vision", "compat", "input_ids", "attention_mask", "image_grid_thw",
              "video_grid_thw", "second_per_grid_ts"});
   Request out;
   if (j.contains("scheme")) out.geometry.scheme = scheme_option(option_value(j["scheme"]), "request.scheme");
   if (j.contains("circle") && !j["circle"].is_null()) out.geometry.circle = parse_circle_config(j["circle"]);
   out.vision = parse_vision(j.contains("vision") ? j["vision"] : json());
+  // Which transformers behaviour to reproduce: a property of the request, not of the model's
+  // constants, so it sits at the top level (VisionConfig carries it in the core).
+  if (j.contains("compat") && !j["compat"].is_null())
+    set_vision_option(out.vision, "compat", option_value(j["compat"]), "request.compat");
   if (!j.contains("input_ids")) bad("input_ids", "missing");
   out.input_ids = matrix(j["input_ids"], "input_ids", out.batch, out.seq_len);
   if (j.contains("attention_mask") && !j["attention_mask"].is_null()) {
@@ -292,13 +298,21 @@ std::string read_request(std::istream& in, const std::string& name) {
 void write_positions_json(std::ostream& out, const Positions& p, int64_t decode) {
   // Everything that can fail happens before the first byte is written (issue 9 item 12).
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
-  const std::vector<float> next = decode > 0 ? decode_positions(p.rope_deltas, p.seq_len, decode) : std::vector<float>{};
+  const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
+  // Under a transformers compat mode, integer schemes are written as integers, as
+  // transformers returns int64 (Circle-RoPE positions stay fractional).
+  const bool integers = p.compat != Compat::none && p.scheme != Scheme::circle;
   // Streamed, not built as a JSON document: at kMaxTokens tokens a document of the positions
   // took gigabytes (issue 9 item 11). Numbers are written as nlohmann writes them: the
   // shortest text that reads back as the same double, with ".0" on integral values.
   std::string line;
   auto number = [&](float v) {
     char buffer[32];
+    if (integers) {  // exact: every such position is an integer below 2^24
+      const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, static_cast<int64_t>(v));
+      line.append(buffer, end);
+      return;
+    }
     const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(v));
     const std::string_view text(buffer, static_cast<std::size_t>(end - buffer));
     line.append(text);

@@ -54,6 +54,8 @@ std::string read_request(std::istream& in, const std::string& name);
 // {"position_ids": [3][B][S], "rope_deltas": [B]} (+ "decode_position_ids"
 // [3][B][decode] when decode > 0: the next `decode` cache positions), one line, streamed to
 // `out`. Throws before writing anything if `decode` is invalid.
+// Under a compat mode (Positions::compat), positions of the integer schemes are written as
+// JSON integers and decode positions follow that mode's rule (next_positions).
 void write_positions_json(std::ostream& out, const Positions& positions, int64_t decode = 0);
 
 }  // namespace circlerope::cli

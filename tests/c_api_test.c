@@ -81,6 +81,7 @@ static void test_defaults(void) {
   CHECK(v.image_token_id == kImg);
   CHECK(v.video_token_id == kVid);
   CHECK(v.time_is_index == 0);
+  CHECK(v.compat == CRP_COMPAT_NONE);
   CHECK(crp_circle_config_default(NULL) == CRP_INVALID_ARGUMENT); /* must not crash */
   CHECK(crp_vision_config_default(NULL) == CRP_INVALID_ARGUMENT);
 }
@@ -206,6 +207,44 @@ static void test_video_seconds_and_index_time(void) {
   CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK);
   static const float t_default[6] = {0, 1, 3, 5, 7, 8};
   for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_default[s]);
+}
+
+/* issue 11: the transformers behaviours through C. The video above with s = 0.7: 4.52 and
+ * later truncate s to 0 before f * s * tps, so every frame has tau = 0 and the text after
+ * the video continues at 2 + 1; under 5.3 the padded value is 0. */
+static void test_compat_modes(void) {
+  static const int64_t ids[6] = {kStart, kVid, kVid, kVid, kVid, 5};
+  static const int64_t videos[3] = {4, 2, 2};
+  static const double secs[1] = {0.7};
+  crp_rope_index_input in = one_video_row(ids, 6, videos, secs);
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[18], deltas[1];
+  char err[256];
+  CHECK_MSG(crp_vision_config_set(&v, "compat", "hf-4.52", err, sizeof err) == CRP_OK, err);
+  CHECK(v.compat == CRP_COMPAT_HF_4_52);
+  CHECK_MSG(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  static const float t_truncated[6] = {0, 1, 1, 1, 1, 2};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_truncated[s]);
+  CHECK(deltas[0] == 3.0f - 6.0f);
+  /* a left-padded row under 5.3: the pad gets 0, the delta counts the 5 real tokens */
+  static const int64_t mask[6] = {0, 1, 1, 1, 1, 1};
+  static const int64_t padded_ids[6] = {0, kStart, kVid, kVid, kVid, 5};
+  static const int64_t three_frames[3] = {3, 2, 2};
+  crp_rope_index_input p = one_video_row(padded_ids, 6, three_frames, NULL);
+  p.attention_mask = mask;
+  v.compat = CRP_COMPAT_HF_5_3;
+  CHECK_MSG(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  /* tau = 0, 2, 4 with s = 1.0; the text after the video at start 1 + max(h, w)/m = 2 */
+  static const float t_53[6] = {0, 0, 1, 3, 5, 2};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_53[s]);
+  CHECK(deltas[0] == 5.0f + 1.0f - 5.0f);
+  v.compat = 7;
+  CHECK(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "compat"), err);
+  v.compat = CRP_COMPAT_NONE;
+  CHECK(crp_vision_config_set(&v, "compat", "hf-4.50", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "hf-4.50"), err);
 }
 
 static void test_errors_and_truncation(void) {
@@ -533,6 +572,7 @@ int main(void) {
   test_mrope_hand_values();
   test_vanilla_unordered_and_circle();
   test_video_seconds_and_index_time();
+  test_compat_modes();
   test_errors_and_truncation();
   test_null_arguments();
   test_decode();

@@ -92,6 +92,54 @@ TEST_F(Cli, PositionsRequestMatchesEveryGoldenCase) {
   }
 }
 
+// issue 11: every Hugging Face case in every behaviour, through the command: the integers
+// transformers returned, written as JSON integers.
+TEST_F(Cli, CompatRequestsReproduceEveryTransformersBehaviourExactly) {
+  const json cases = json::parse(slurp(CIRCLEROPE_HF_GOLDEN_FILE))["cases"];
+  int checked = 0;
+  for (const json& c : cases)
+    for (const auto& [mode, expected] : c["expected"].items()) {
+      SCOPED_TRACE(c["name"].get<std::string>() + " " + mode);
+      json request = c["request"];
+      request["compat"] = mode;
+      const Outcome r = run("positions --request -", request.dump());
+      ASSERT_EQ(r.code, 0) << r.err;
+      const json out = json::parse(r.out);
+      ASSERT_TRUE(out["position_ids"][0][0][0].is_number_integer()) << r.out.substr(0, 80);
+      EXPECT_EQ(out["position_ids"], expected["position_ids"]);
+      json deltas = json::array();
+      for (const json& d : expected["rope_deltas"]) deltas.push_back(d.is_array() ? d[0] : d);
+      EXPECT_EQ(out["rope_deltas"], deltas);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 72);
+}
+
+TEST_F(Cli, CompatFlagForLayoutsAndItsErrors) {
+  // A video of 3 frames (tau 0, 4, 8) then text: 5.3 continues from the first frame.
+  const Outcome r = run("positions --layout text:2,video:3x1x1@2,text:1 --scheme mrope --compat hf-5.3 "
+                        "--format json --decode 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["position_ids"][0][0], json({0, 1, 2, 6, 10, 3}));
+  EXPECT_EQ(out["rope_deltas"], json({5}));
+  EXPECT_EQ(out["decode_position_ids"][0][0], json({11}));  // last prompt position (10) + 1
+  // Circle-RoPE stays fractional under a compat mode.
+  const Outcome c = run("positions --layout text:2,image:2x2 --compat hf-4.52 --format json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(json::parse(c.out)["position_ids"][0][0][2].is_number_float());
+  expect_rejected(run("positions --layout text:2 --compat hf-4.50"), "--compat: unknown compat mode 'hf-4.50'");
+  const json request = golden_cases()[0]["request"];
+  expect_rejected(run("positions --request - --compat hf-5.3", request.dump()),
+                  "--compat cannot be combined with --request");
+  json bad = request;
+  bad["compat"] = 5.3;
+  expect_rejected(run("positions --request -", bad.dump()), "request.compat");
+  bad = request;
+  bad["vision"]["compat"] = "hf-5.3";
+  expect_rejected(run("positions --request -", bad.dump()), "give \"compat\" at the top level");
+}
+
 TEST_F(Cli, PositionsRequestFromStdin) {
   const json c = golden_cases()[0];
   const Outcome r = run("positions --request -", c["request"].dump());

@@ -58,7 +58,19 @@ typedef struct crp_vision_config {
   int64_t image_token_id;
   int64_t video_token_id;
   int time_is_index;      /* 0: Qwen2.5-VL seconds; 1: Qwen2-VL frame index */
+  int compat;             /* crp_compat: which transformers get_rope_index to reproduce */
 } crp_vision_config;
+
+/* Whose positions to reproduce exactly (positions.h, Compat): padded value, delta
+ * convention, frame times, text after a video. Under CRP_COMPAT_HF_5_3 rope_deltas count
+ * only a row's real tokens: decode the k-th new token of row b at (real tokens of b) + k +
+ * rope_deltas[b]; every other mode decodes at cache position + rope_deltas[b]. */
+typedef enum crp_compat {
+  CRP_COMPAT_NONE = 0,    /* this project (equals transformers 4.49-4.51 for M-RoPE) */
+  CRP_COMPAT_HF_4_49 = 1, /* transformers 4.49-4.51, Qwen's own code */
+  CRP_COMPAT_HF_4_52 = 2, /* transformers 4.52-5.2 */
+  CRP_COMPAT_HF_5_3 = 3   /* transformers 5.3 and later */
+} crp_compat;
 
 typedef struct crp_rope_index_input {
   const int64_t* input_ids;       /* [batch][seq_len] */
@@ -93,7 +105,8 @@ crp_status crp_vision_config_default(crp_vision_config* config);
 crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 /* spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
- * video_token_id (integers / numbers as text), time ("seconds" or "index"). */
+ * video_token_id (integers / numbers as text), time ("seconds" or "index"), compat ("none",
+ * "hf-4.49", "hf-4.52", "hf-5.3"). */
 crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 /* "vanilla", "unordered", "mrope", "circle" -> a crp_scheme value. */

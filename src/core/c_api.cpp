@@ -60,14 +60,23 @@ crp_circle_config to_c(const CircleConfig& c) {
           c.move_to_origin ? 1 : 0, c.dff_rate, static_cast<int>(c.move_to_positive), c.positive_offset};
 }
 
+static_assert(static_cast<int>(Compat::none) == CRP_COMPAT_NONE &&
+                  static_cast<int>(Compat::hf_4_49) == CRP_COMPAT_HF_4_49 &&
+                  static_cast<int>(Compat::hf_4_52) == CRP_COMPAT_HF_4_52 &&
+                  static_cast<int>(Compat::hf_5_3) == CRP_COMPAT_HF_5_3,
+              "crp_compat values are cast to circlerope::Compat");
+
 VisionConfig to_cpp(const crp_vision_config& v) {
+  if (v.compat < CRP_COMPAT_NONE || v.compat > CRP_COMPAT_HF_5_3)
+    throw Error("crp_vision_config.compat must be a crp_compat (0..3; got " + std::to_string(v.compat) + ")");
   return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
-          v.video_token_id, v.time_is_index ? TimeMode::index : TimeMode::seconds};
+          v.video_token_id, v.time_is_index ? TimeMode::index : TimeMode::seconds,
+          static_cast<Compat>(v.compat)};
 }
 
 crp_vision_config to_c(const VisionConfig& v) {
   return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
-          v.video_token_id, v.time == TimeMode::index ? 1 : 0};
+          v.video_token_id, v.time == TimeMode::index ? 1 : 0, static_cast<int>(v.compat)};
 }
 
 std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {

@@ -418,9 +418,15 @@ void set_vision_option(VisionConfig& c, std::string_view key, const OptionValue&
     } catch (const Error& e) {
       fail(name, ": ", e.what());
     }
+  } else if (key == "compat") {
+    try {
+      c.compat = parse_compat(name_of(v, name, "none, hf-4.49, hf-4.52 or hf-5.3"));
+    } catch (const Error& e) {
+      fail(name, ": ", e.what());
+    }
   } else {
     fail(name, " is not a vision option (expected spatial_merge_size, tokens_per_second, "
-         "vision_start_token_id, image_token_id, video_token_id or time)");
+         "vision_start_token_id, image_token_id, video_token_id, time or compat)");
   }
 }
 
