@@ -103,7 +103,7 @@ std::tuple<Tensor, Tensor> rope_index(
     const std::string& radius, double alpha, bool move_to_origin, double dff_rate,
     const std::string& move_to_positive, std::int64_t spatial_merge_size, double tokens_per_second,
     std::int64_t vision_start_token_id, std::int64_t image_token_id, std::int64_t video_token_id,
-    const std::string& time) {
+    const std::string& time, const std::string& compat) {
   return guarded([&] {
     const Int64Data ids = integers(input_ids, "input_ids", 2);
     const std::int64_t batch = input_ids.size(0), seq_len = input_ids.size(1);
@@ -151,6 +151,7 @@ std::tuple<Tensor, Tensor> rope_index(
     cr::set_vision_option(vision, "image_token_id", cr::OptionValue::integer(image_token_id), "image_token_id");
     cr::set_vision_option(vision, "video_token_id", cr::OptionValue::integer(video_token_id), "video_token_id");
     cr::set_vision_option(vision, "time", cr::OptionValue::string(time), "time");
+    cr::set_vision_option(vision, "compat", cr::OptionValue::string(compat), "compat");
     cr::validate(vision);
     const cr::RopeIndexInput in{ids.values, batch, seq_len, mask.values, images, videos, seconds};
 
@@ -381,7 +382,7 @@ TORCH_LIBRARY(circlerope, m) {
       "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, str radius, "
       "float alpha, bool move_to_origin, float dff_rate, str move_to_positive, int spatial_merge_size, "
       "float tokens_per_second, int vision_start_token_id, int image_token_id, "
-      "int video_token_id, str time) -> (Tensor position_ids, Tensor rope_deltas)",
+      "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)",
       &rope_index);
   m.def("rotary_table(Tensor position_ids, int rotary_dim, int[] sections, float theta, "
         "str layout) -> Tensor",

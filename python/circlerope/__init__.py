@@ -137,15 +137,30 @@ class VisionConfig:
 
     @classmethod
     def from_hf_config(cls, config) -> "VisionConfig":
-        """Reads the ids from a transformers Qwen2-VL / Qwen2.5-VL config object."""
-        vision = getattr(config, "vision_config", None)
+        """Reads the ids from a transformers Qwen2-VL / Qwen2.5-VL config (object or dict):
+        vision_start_token_id, image_token_id, video_token_id, and vision_config's
+        spatial_merge_size and tokens_per_second. Qwen2-VL (model_type "qwen2_vl", or no
+        tokens_per_second) counts video time in frames ("index")."""
+        def get(holder, name, default=None):
+            if isinstance(holder, dict):
+                return holder.get(name, default)
+            return getattr(holder, name, default)
+
+        vision = get(config, "vision_config")
+        missing = [n for n in ("vision_start_token_id", "image_token_id", "video_token_id")
+                   if get(config, n) is None]
+        if missing:
+            raise ValueError(f"VisionConfig.from_hf_config: the config has no {', '.join(missing)}")
+        tps = get(vision, "tokens_per_second") if vision is not None else None
+        qwen2 = get(config, "model_type") == "qwen2_vl" or tps is None
+        merge = get(vision, "spatial_merge_size") if vision is not None else None
         return cls(
-            spatial_merge_size=getattr(vision, "spatial_merge_size", 2),
-            tokens_per_second=getattr(vision, "tokens_per_second", 2.0),
-            vision_start_token_id=config.vision_start_token_id,
-            image_token_id=config.image_token_id,
-            video_token_id=config.video_token_id,
-            time="seconds" if hasattr(vision, "tokens_per_second") else "index")
+            spatial_merge_size=2 if merge is None else merge,
+            tokens_per_second=2.0 if tps is None else tps,
+            vision_start_token_id=get(config, "vision_start_token_id"),
+            image_token_id=get(config, "image_token_id"),
+            video_token_id=get(config, "video_token_id"),
+            time="index" if qwen2 else "seconds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +247,8 @@ def _cpu(t: Optional[Tensor]) -> Optional[Tensor]:
 def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_per_grid_ts=None,
                    attention_mask=None, *, scheme: str = "circle",
                    circle: Optional[CircleConfig] = None,
-                   vision: Optional[VisionConfig] = None) -> Tuple[Tensor, Tensor]:
+                   vision: Optional[VisionConfig] = None,
+                   compat: Optional[str] = None) -> Tuple[Tensor, Tensor]:
     """Positions of a batch, with the shapes and meaning of Qwen2.5-VL's get_rope_index.
 
     Returns (position_ids, rope_deltas): float32 [3, batch, seq_len] (temporal, height, width;
@@ -241,6 +257,14 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
     on all three axes (decode_position_ids).
 
     scheme: "circle" (Circle-RoPE), "mrope" (Qwen's M-RoPE), "vanilla" (1-D) or "unordered".
+
+    compat: reproduce a Hugging Face transformers behaviour exactly, quirks included:
+    "hf-4.49" (4.49-4.51, Qwen's code), "hf-4.52" (4.52-5.2: second_per_grid_ts truncated to
+    an integer first) or "hf-5.3" (5.3+: padded positions 0, rope_deltas against each row's
+    real tokens, text after a video continues from its first frame). Under a compat mode the
+    integer schemes return int64 tensors, as transformers does; Circle-RoPE stays float32.
+    None or "none": this project's behaviour (equal to hf-4.49 for M-RoPE, except the delta of
+    a padded one-token row in a batch without images). circlerope.hf adapts a model.
     """
     was_tensor = isinstance(input_ids, torch.Tensor)
     input_ids = _tensor(input_ids, "input_ids", required=True)
@@ -248,12 +272,18 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
         input_ids = input_ids.to(torch.int64)
     if not isinstance(scheme, str):
         raise ValueError(f"scheme must be a string, got {_shown(scheme)}")
+    if compat is None:
+        compat = "none"
+    if not isinstance(compat, str):
+        raise ValueError(f"compat must be a string (none, hf-4.49, hf-4.52 or hf-5.3), got {_shown(compat)}")
     c, v = _circle(circle), _vision(vision)
     position_ids, rope_deltas = _ops.rope_index(
         _cpu(input_ids), _cpu(_tensor(image_grid_thw, "image_grid_thw")),
         _cpu(_tensor(video_grid_thw, "video_grid_thw")),
         _cpu(_tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)),
-        _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args())
+        _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args(), compat)
+    if compat != "none" and scheme != "circle":  # transformers' int64 (exact: integers < 2^24)
+        position_ids, rope_deltas = position_ids.to(torch.int64), rope_deltas.to(torch.int64)
     if input_ids.device.type != "cpu":
         return position_ids.to(input_ids.device), rope_deltas.to(input_ids.device)
     return position_ids, rope_deltas
@@ -306,6 +336,11 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
     theta_, dim, layout_, sections_ = r._args()
     return _ops.rotary_table(_cpu(position_ids), dim, sections_, theta_, layout_)
+
+
+def _fused_device(t: Tensor) -> bool:
+    """Whether the fused operators take tensors on t's device."""
+    return t.device.type == "cpu"
 
 
 def _check_device(*tensors: Tensor) -> None:
