@@ -73,12 +73,14 @@ Tensor rotary_table_cuda(const Tensor& position_ids, std::int64_t rotary_dim,
     const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
     // The kernels cannot see a non-finite position (they run on the device, asynchronously):
     // checked here with one reduction and one synchronisation per table, as the CPU op would
-    // reject it. Only the axes the layout reads count, as on the CPU.
+    // reject it. Only the axes the layout reads count, as on the CPU. Integer positions (the
+    // Hugging Face compat modes return int64) cannot be non-finite: no check, no sync.
+    const bool may_be_non_finite = at::isFloatingType(position_ids.scalar_type());
     std::vector<std::int64_t> used;
     for (int a : cr::frequency_axes(config))
       if (std::find(used.begin(), used.end(), a) == used.end()) used.push_back(a);
     std::sort(used.begin(), used.end());
-    if (pos.numel() > 0) {
+    if (may_be_non_finite && pos.numel() > 0) {
       const Tensor read = pos.index_select(0, at::tensor(used, pos.options().dtype(at::kLong)));
       const Tensor bad = at::logical_not(at::isfinite(read));
       if (bad.any().item<bool>()) {
