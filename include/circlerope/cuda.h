@@ -17,11 +17,12 @@
 // circlerope::cuda::CudaError. Kernel execution is asynchronous: errors it meets surface at the
 // caller's next synchronisation, as with any CUDA library.
 //
-// Numbers (docs/cuda.md): tables equal the CPU table to one float32 ulp per entry (both round
-// the double angle's cos/sin once; CUDA's double sin/cos/pow are within 2 ulp of double).
-// Rotation is fp32 math with one rounding per operation, never fused, so the result of each
-// element is the same on every device and equals the CPU-side emulation of the kernel
-// (tests/test_cuda_math.cpp) bit for bit; its error bound is the CPU kernels' one.
+// Numbers (docs/cuda.md), by design and tested on the CPU; not yet measured on a GPU: table
+// entries within one float32 ulp of the CPU table (both round the double angle's cos/sin once;
+// CUDA documents its double sin/cos/pow within 2 ulp of double). Rotation is fp32 math with
+// one rounding per operation, never fused, so for a given table each element equals the CPU
+// emulation of the kernel (tests/test_cuda_math.cpp) bit for bit, and the error bound against
+// the float64 reference is the CPU kernels' one.
 #pragma once
 
 #include <cstdint>
