@@ -22,12 +22,15 @@ Question types (the words summed into the question token; answers in brackets):
 
     neighbour  DIR + colour            [colour | none]  "what is left of the red object?"
     lookup     AT + row r + column c   [colour | none]  "what colour is at row r, column c?"
-    relation   REL + colour + colour'  [yes | no]       "is the red object left of the blue one?"
+    relation   WHERE + colour + colour'  [above-left | above-right | below-left | below-right]
+                                        "where is the red object from the blue one?"
     count      COUNT + colour          [0..4]           "how many red objects?"
 
 Neighbour and relation name objects whose colour is unique in the image, by colour alone
-(DIR: left/right/above/below; REL: left-of/above-of; the second object of a relation has its
-own colour' words, so that the sum keeps the order). Finding an object is then the same
+(DIR: left/right/above/below; the second object of a relation has its own colour' words, so
+that the sum keeps the order). A relation is asked when the two objects differ in both row and
+column: it is the issue's "left of? above of?" pair answered at once, with four balanced answers
+instead of a yes/no whose majority is 1/2 (docs). Finding an object is then the same
 content match that count needs; what is left to learn is the spatial part (docs).
 
 Question-first layout (evaluation only): BOS filler* question VS patches VE ASK.
@@ -46,7 +49,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "white", "black")
 SHAPES = ("circle", "square", "triangle", "star")
 DIRECTIONS = ("left", "right", "above", "below")
-RELATIONS = ("left-of", "above-of")
+QUADRANTS = ("above-left", "above-right", "below-left", "below-right")
 QUESTION_TYPES = ("neighbour", "lookup", "relation", "count")
 MAX_COORD = 16          # row / column words 0..15
 MAX_COUNT = 4           # a colour can be on at most 4 objects (4 shapes)
@@ -61,9 +64,10 @@ def _block(n: int) -> int:
     return first
 Q_DIR = _block(len(DIRECTIONS))
 Q_AT = _block(1)
-Q_REL = _block(len(RELATIONS))
+Q_REL = _block(1)
 Q_COUNT = _block(1)
-NONE, YES, NO = _block(1), _block(1), _block(1)
+NONE = _block(1)
+QUAD0 = _block(len(QUADRANTS))   # relation answers
 COLOUR0 = _block(len(COLOURS))
 SHAPE0 = _block(len(SHAPES))
 COLOUR2 = _block(len(COLOURS))   # the second object of a relation
@@ -76,8 +80,7 @@ OBJECT = _block(1)    # an object's patch (plus its colour and shape embeddings)
 VOCAB_SIZE = _next
 
 TOKEN_NAMES = (["<pad>", "<bos>", "<vs>", "<ve>", "<img>", "<vid>", "?"]
-               + [f"Q:{d}" for d in DIRECTIONS] + ["Q:at"] + [f"Q:{r}" for r in RELATIONS]
-               + ["Q:count", "none", "yes", "no"] + list(COLOURS) + list(SHAPES)
+               + [f"Q:{d}" for d in DIRECTIONS] + ["Q:at", "Q:where", "Q:count", "none"] + list(QUADRANTS) + list(COLOURS) + list(SHAPES)
                + [c + "'" for c in COLOURS]
                + [f"row{i}" for i in range(MAX_COORD)] + [f"col{i}" for i in range(MAX_COORD)]
                + [str(i) for i in range(MAX_COUNT + 1)] + [f"w{i}" for i in range(N_FILLER)]
@@ -178,11 +181,9 @@ def candidates(img: Image, kind: str) -> List[Question]:
                 if a == b:
                     continue
                 (ra, ca), (rb, cb) = img.where(a), img.where(b)
-                words = (COLOUR0 + a[0], COLOUR2 + b[0])
-                if ca != cb:
-                    out.append(Question(kind, (Q_REL + 0, *words), YES if ca < cb else NO))
-                if ra != rb:
-                    out.append(Question(kind, (Q_REL + 1, *words), YES if ra < rb else NO))
+                if ra != rb and ca != cb:
+                    quadrant = 2 * (ra > rb) + (ca > cb)
+                    out.append(Question(kind, (Q_REL, COLOUR0 + a[0], COLOUR2 + b[0]), QUAD0 + quadrant))
     elif kind == "count":
         for colour in range(len(COLOURS)):
             n = sum(1 for o in img.objects if o[0] == colour)

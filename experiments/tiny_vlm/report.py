@@ -6,6 +6,7 @@ import json
 import math
 import os
 import statistics
+import warnings
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence
 
@@ -221,7 +222,8 @@ def plots(out: str, results: List[dict], agg: dict) -> List[str]:
                 cells = [c for c in cells if c]
                 if cells:
                     stack = np.array([[[np.nan if v is None else v for v in row] for row in c["accuracy"]] for c in cells])
-                    with np.errstate(all="ignore"):
+                    with warnings.catch_warnings():   # cells never asked stay NaN (blank)
+                        warnings.simplefilter("ignore", RuntimeWarning)
                         acc = np.nanmean(stack, axis=0)
                 ax.imshow(acc, vmin=0, vmax=1, cmap="viridis")
                 ax.set_xticks([]); ax.set_yticks([])

@@ -47,12 +47,11 @@ def independent_answer(example: data.Example, q: data.Question) -> str:
     if name[0] == "Q:at":
         assert name[1].startswith("row") and name[2].startswith("col")
         return colour_at(int(name[1][3:]), int(name[2][3:]))
-    if name[0] in ("Q:left-of", "Q:above-of"):
+    if name[0] == "Q:where":
         assert len(name) == 3 and data.TOKEN_NAMES[q.tokens[2]].endswith("'")
         a, b = find(name[1]), find(name[2])
-        axis = 1 if name[0] == "Q:left-of" else 0
-        assert a[axis] != b[axis], "relations are only asked when they have an answer"
-        return "yes" if a[axis] < b[axis] else "no"
+        assert a[0] != b[0] and a[1] != b[1], "relations are asked when rows and columns differ"
+        return ("above" if a[0] < b[0] else "below") + "-" + ("left" if a[1] < b[1] else "right")
     if name[0] == "Q:count":
         return str(int((colour == data.COLOURS.index(name[1])).sum()))
     raise AssertionError(f"unknown question {name}")
@@ -77,7 +76,7 @@ def test_every_answer_is_right(question_first):
 def test_the_checker_catches_a_wrong_answer():
     e = data.make_example(random.Random(5), LAYOUT)
     q = e.questions[0]
-    wrong = next(a for a in (data.NONE, data.YES, data.COLOUR0, data.COLOUR0 + 1, data.DIGIT0) if a != q.answer)
+    wrong = next(a for a in (data.NONE, data.QUAD0, data.COLOUR0, data.COLOUR0 + 1, data.DIGIT0) if a != q.answer)
     assert data.TOKEN_NAMES[q.answer] == independent_answer(e, q)
     assert data.TOKEN_NAMES[wrong] != independent_answer(e, q)
 
@@ -116,10 +115,8 @@ def test_answers_are_balanced(kind):
         if q is not None:
             counts[data.TOKEN_NAMES[q.answer]] += 1
     share = counts.most_common(1)[0][1] / sum(counts.values())
-    # A yes/no question cannot do better than 1/2; every other type stays at or under 1/3.
-    limit = 0.5 + 0.03 if kind == "relation" else 1 / 3
-    assert share <= limit, (kind, counts)
-    assert len(counts) >= (2 if kind == "relation" else 4), counts
+    assert share <= 1 / 3, (kind, counts)
+    assert len(counts) >= 4, counts
 
 
 def test_splits_differ_as_described():
