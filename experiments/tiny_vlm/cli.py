@@ -206,9 +206,16 @@ def resolve(argv: List[str]) -> Plan:
     configs = [RunConfig(arm=arm, seed=seed, **common) for seed in seeds for arm in arm_list]
     workers = _int("workers", o["workers"], 0)
     threads = _int("threads", o["threads"])
+    plots = not a.no_plots
+    if plots:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CliError("the plots need python3-matplotlib (scripts/experiment.sh installs it), "
+                           "or pass --no-plots") from None
     out = a.out or os.path.join("results", a.preset)
     settings = {k: o[k] for k in sorted(o)}
-    return Plan(a.preset, out, arm_list, seeds, configs, workers, threads, not a.no_plots, settings)
+    return Plan(a.preset, out, arm_list, seeds, configs, workers, threads, plots, settings)
 
 
 # ------------------------------------------------------------------ running ---
