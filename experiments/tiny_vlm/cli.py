@@ -240,11 +240,16 @@ def _worker(jobs, events, stop, threads: int) -> None:
 
 
 class Progress:
-    def __init__(self, plan: Plan, enabled: bool = True):
+    """A tqdm bar on a terminal; otherwise (logs, CI) one line per run every tenth of its steps."""
+
+    def __init__(self, plan: Plan, enabled: bool = True, log=None):
         total = sum(c.steps for c in plan.configs)
+        self.every = max(1, plan.configs[0].steps // 10)
+        self.total, self.done, self.started = total, 0, time.time()
         self.steps = {}
         self.state = {}
         self.bar = None
+        self.log = log
         if enabled:
             from tqdm import tqdm
             self.bar = tqdm(total=total, unit="step", dynamic_ncols=True, smoothing=0.05)
@@ -253,6 +258,12 @@ class Progress:
         delta = step - self.steps.get(index, 0)
         self.steps[index] = step
         self.state[index] = (name, loss, tps)
+        self.done += delta
+        if self.bar is None and self.log is not None and step % self.every == 0:
+            elapsed = time.time() - self.started
+            left = elapsed / max(self.done, 1) * (self.total - self.done)
+            self.log(f"{name}: step {step}, loss {loss:.3f}, {tps:.0f} tokens/s; "
+                     f"all runs {100 * self.done / self.total:.0f}%, about {left / 60:.0f} min left")
         if self.bar is not None:
             running = "; ".join(f"{n} {l:.3f}" for n, l, _ in self.state.values())
             self.bar.set_postfix_str(f"loss {running} | {sum(t for _, _, t in self.state.values()) / 1e3:.1f}k tok/s",
@@ -277,7 +288,7 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
     procs = [ctx.Process(target=_worker, args=(jobs, events, stop, plan.threads), daemon=True) for _ in range(n)]
     for p in procs:
         p.start()
-    progress = Progress(plan, sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1")
+    progress = Progress(plan, sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1", log)
     names = {i: f"{c.arm.name}/s{c.seed}" for i, c in enumerate(plan.configs)}
     interrupted = False
     try:
@@ -335,7 +346,8 @@ def run_ddp(plan: Plan, results: Dict[int, dict], log) -> bool:
         flag["stop"] = True
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    progress = Progress(plan, rank == 0 and (sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1"))
+    progress = Progress(plan, rank == 0 and (sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1"),
+                        log if rank == 0 else None)
     try:
         for i, cfg in enumerate(plan.configs):
             name = f"{cfg.arm.name}/s{cfg.seed}"

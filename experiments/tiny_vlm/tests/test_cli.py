@@ -101,3 +101,24 @@ def test_fixed_seed_gives_identical_results_twice():
     assert a["loss"] == b["loss"] and a["splits"] == b["splits"] and a["curve"] == b["curve"]
     c = train(cli.resolve(["micro", "--arms", "age-alternate", "--steps", "3", "--seeds", "4,5"]).configs[0])
     assert c["loss"] != a["loss"]
+
+
+def test_ctrl_c_saves_what_was_measured(tmp_path, env):
+    import signal
+    out = tmp_path / "int"
+    p = subprocess.Popen([sys.executable, "-m", "tiny_vlm", "micro", "--steps", "100", "--no-plots",
+                          "--out", str(out)], env=env, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stderr:          # the non-terminal progress log: a line every 10 steps
+        seen.append(line)
+        if ": step 10," in line:
+            break
+    p.send_signal(signal.SIGINT)
+    _, rest = p.communicate(timeout=120)
+    assert p.returncode == 130, "".join(seen) + rest
+    assert "interrupted" in rest
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["meta"]["complete"] is False
+    runs = doc["runs"]
+    assert runs and all(r["interrupted"] and 10 <= r["steps"] < 100 and len(r["loss"]) == r["steps"] for r in runs)
+    assert "interrupted" in (out / "results.md").read_text()
