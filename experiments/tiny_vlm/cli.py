@@ -411,19 +411,32 @@ def main(argv: Optional[List[str]] = None) -> int:
     log(f"{plan.preset}: {len(plan.arms)} arms x {len(plan.seeds)} seeds, {plan.configs[0].steps} steps of "
         f"{plan.configs[0].batch} sequences; load average {before['load_average'][0]:.1f} on {before['cores']} cores; "
         f"output {plan.out}")
-    results: Dict[int, dict] = {}
+    git = git_commit()
+
+    def save(complete: bool, final: bool) -> List[str]:
+        meta = {"preset": plan.preset, "argv": argv, "settings": plan.settings, "complete": complete,
+                "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+                "wall_seconds": time.time() - started, "machine_start": before, "machine_end": machine(),
+                "git": git, "torch": torch.__version__, "distributed_world": int(os.environ.get("WORLD_SIZE", "1")),
+                "workers": plan.workers, "threads": plan.threads}
+        ordered = [results[i] for i in sorted(results)]
+        return report.write(plan, ordered, meta, plots=final)
+
+    class Saving(dict):
+        """Writes results.json / results.md after every finished run: a run killed from
+        outside (not by Ctrl-C) still leaves what was finished."""
+        def __setitem__(self, key, value):
+            super().__setitem__(key, value)
+            if rank == 0 and len(self) < len(plan.configs):
+                save(False, False)
+
+    results: Dict[int, dict] = Saving()
     if distributed:
         complete = run_ddp(plan, results, log)
     else:
         complete = run_pool(plan, results, log)
     if rank == 0:
-        meta = {"preset": plan.preset, "argv": argv, "settings": plan.settings, "complete": complete,
-                "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-                "wall_seconds": time.time() - started, "machine_start": before, "machine_end": machine(),
-                "git": git_commit(), "torch": torch.__version__, "distributed_world": int(os.environ.get("WORLD_SIZE", "1")),
-                "workers": plan.workers, "threads": plan.threads}
-        ordered = [results[i] for i in sorted(results)]
-        paths = report.write(plan, ordered, meta)
+        paths = save(complete, True)
         log(f"wrote {', '.join(paths)} in {time.time() - started:.0f} s" + ("" if complete else " (partial)"))
     if distributed:
         import torch.distributed as dist

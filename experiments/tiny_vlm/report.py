@@ -73,7 +73,7 @@ def aggregate(results: List[dict]) -> dict:
     return agg
 
 
-def write(plan, results: List[dict], meta: dict) -> List[str]:
+def write(plan, results: List[dict], meta: dict, plots: bool = True) -> List[str]:
     os.makedirs(plan.out, exist_ok=True)
     agg = aggregate(results)
     doc = {"meta": meta, "arms": [r["arm"] for r in results[:len(plan.arms)]] if results else [],
@@ -87,8 +87,8 @@ def write(plan, results: List[dict], meta: dict) -> List[str]:
     with open(p, "w") as f:
         f.write(markdown(plan, results, agg, meta))
     paths.append(p)
-    if plan.plots and results:
-        paths += plots(plan.out, results, agg)
+    if plots and plan.plots and results:
+        paths += draw(plan.out, results, agg)
     return paths
 
 
@@ -164,7 +164,7 @@ def markdown(plan, results: List[dict], agg: dict, meta: dict) -> str:
 
 
 # -------------------------------------------------------------------- plots ---
-def plots(out: str, results: List[dict], agg: dict) -> List[str]:
+def draw(out: str, results: List[dict], agg: dict) -> List[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
