@@ -65,12 +65,19 @@ def test_micro_run_writes_every_output(tmp_path, env):
         plots = True
     except ImportError:
         plots = False
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     p = subprocess.run([sys.executable, "-m", "tiny_vlm", "micro", "--out", str(out), "--workers", "2"]
                        + ([] if plots else ["--no-plots"]), env=env, capture_output=True, text=True, timeout=300)
     took = time.time() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert p.returncode == 0, p.stderr
-    assert took < 60, f"the micro run took {took:.0f} s"
+    # The limit is 60 s. On an idle 2-core machine the run takes ~20 s of wall time; on
+    # the shared CI machine wall time follows the load, so the limit is checked on the CPU time
+    # of the command and its workers (what it would take alone, both workers on one core).
+    assert cpu < 60, f"the micro run used {cpu:.0f} CPU-s ({took:.0f} s wall)"
     pngs = ("accuracy.png", "lookup_heatmaps.png", "loss_curves.png") if plots else ()
     for name in ("results.json", "results.md") + pngs:
         assert (out / name).stat().st_size > 0, name
