@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up + every test: a Release build (unit, golden, CLI, C API, install
 # consumer, benchmark smoke run), then the same suite under AddressSanitizer +
-# UndefinedBehaviorSanitizer.
+# UndefinedBehaviorSanitizer, then a clang 14 build of both under ASan + UBSan that also runs
+# each libFuzzer target of tests/fuzz for CIRCLEROPE_FUZZ_SECONDS (default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,4 +18,13 @@ cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCIRCLEROPE_SANI
 cmake --build build/sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$jobs"
+echo "== clang: ASan + UBSan + libFuzzer build, its tests, and ${CIRCLEROPE_FUZZ_SECONDS:-30} s per fuzz target"
+# The clang build: library, CLI and C++ tests under clang 14 (torch is off there: libtorch
+# 1.13's headers do not compile with clang in C++20), plus the fuzz targets of tests/fuzz.
+CC=clang-14 CXX=clang++-14 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCIRCLEROPE_SANITIZE=ON -DCIRCLEROPE_FUZZ=ON -DCIRCLEROPE_BUILD_BENCH=OFF \
+  -DCIRCLEROPE_FUZZ_SECONDS="${CIRCLEROPE_FUZZ_SECONDS:-30}" >/dev/null
+cmake --build build/fuzz -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/fuzz --output-on-failure -j "$jobs"
 echo "== all tests passed"
