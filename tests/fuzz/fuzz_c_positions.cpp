@@ -138,6 +138,25 @@ void fuzz_rope_index(FuzzedDataProvider& in) {
   const int null_output = in.ConsumeIntegralInRange<int>(0, 19);
   ErrorBuffer error(in);
 
+  if (std::getenv("CIRCLEROPE_FUZZ_VERBOSE")) {  // triage: what the call looks like
+    std::fprintf(stderr, "vision: merge %lld tps %.17g ids %lld %lld %lld index %d; scheme %d\n",
+                 (long long)vision.spatial_merge_size, vision.tokens_per_second,
+                 (long long)vision.vision_start_token_id, (long long)vision.image_token_id,
+                 (long long)vision.video_token_id, vision.time_is_index, scheme);
+    std::fprintf(stderr, "circle%s: auto %d radius %.17g scale %.17g alpha %.17g origin %d dff %.17g positive %d offset %.17g\n",
+                 circle_null ? " (NULL)" : "", circle.radius_auto, circle.radius, circle.radius_scale, circle.alpha,
+                 circle.move_to_origin, circle.dff_rate, circle.move_to_positive, circle.positive_offset);
+    std::fprintf(stderr, "batch %lld seq %lld mask %d images %lld videos %lld seconds %s\n", (long long)batch,
+                 (long long)seq, has_mask, (long long)n_images, (long long)n_videos, seconds_null ? "NULL" : "given");
+    for (int64_t i = 0; i < total; ++i)
+      std::fprintf(stderr, "%lld%s%s", (long long)ids[static_cast<size_t>(i)],
+                   has_mask && mask[static_cast<size_t>(i)] != 1 ? "(masked)" : "", (i + 1) % seq ? " " : "\n");
+    for (size_t i = 0; i + 2 < images.size() + 2 && i < images.size(); i += 3)
+      std::fprintf(stderr, "image [%lld %lld %lld]\n", (long long)images[i], (long long)images[i + 1], (long long)images[i + 2]);
+    for (size_t i = 0; i < videos.size(); i += 3)
+      std::fprintf(stderr, "video [%lld %lld %lld] seconds %g\n", (long long)videos[i], (long long)videos[i + 1],
+                   (long long)videos[i + 2], seconds[i / 3]);
+  }
   const crp_rope_index_input* input_arg = in.ConsumeIntegralInRange<int>(0, 31) == 0 ? nullptr : &input;
   const crp_vision_config* vision_arg = in.ConsumeIntegralInRange<int>(0, 31) == 0 ? nullptr : &vision;
   const crp_status status =

@@ -125,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const fuzz::oracle::Produced produced{1, total, p.position_ids.data(), p.rope_deltas.data(),
                                             p.token_block.data(), &p.blocks};
       fuzz::count("positions accepted");
-      fuzz::oracle::check_positions(rows, vision, scheme, geometry.circle, produced);
+      if (!fuzz::oracle::check_positions(rows, vision, scheme, geometry.circle, produced)) continue;
       if (time == TimeMode::index) continue;  // metrics once per scheme: they cost text x vision x D
       CouplingMetrics metrics;
       try {

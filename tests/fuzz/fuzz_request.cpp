@@ -187,7 +187,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const fuzz::oracle::Produced produced{p.batch, p.seq_len, p.position_ids.data(), p.rope_deltas.data(),
                                           p.token_block.data(), &p.blocks};
     fuzz::count("positions accepted");
-    fuzz::oracle::check_positions(rows, request.vision, scheme, geometry.circle, produced);
+    if (!fuzz::oracle::check_positions(rows, request.vision, scheme, geometry.circle, produced)) continue;
     CouplingMetrics metrics;
     try {
       metrics = coupling_metrics(p, scheme, kRotary);
