@@ -13,11 +13,13 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 
+echo "== (release: ${SECONDS} s so far)"
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCIRCLEROPE_SANITIZE=ON >/dev/null
 cmake --build build/sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$jobs"
+echo "== (sanitize: ${SECONDS} s so far)"
 echo "== clang: ASan + UBSan + libFuzzer build, its tests, and ${CIRCLEROPE_FUZZ_SECONDS:-30} s per fuzz target"
 # The clang build: library, CLI and C++ tests under clang 14 (torch is off there: libtorch
 # 1.13's headers do not compile with clang in C++20), plus the fuzz targets of tests/fuzz.
@@ -27,4 +29,5 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=
 cmake --build build/fuzz -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/fuzz --output-on-failure -j "$jobs"
+echo "== (clang + fuzz: ${SECONDS} s in all)"
 echo "== all tests passed"
