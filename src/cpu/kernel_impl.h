@@ -319,17 +319,18 @@ inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
   } else {
     // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
     // and give sin the sign pattern (-, +): y = x * c + swap(x) * (-s, s).
-    const V8I lo = {0, 0, 1, 1, 2, 2, 3, 3}, hi = {4, 4, 5, 5, 6, 6, 7, 7};
-    const V8I swap = {1, 0, 3, 2, 5, 4, 7, 6};
+    // __builtin_shufflevector (constant lane indices): GCC >= 12 and clang both have it.
     const V8F sign = {-1, 1, -1, 1, -1, 1, -1, 1};
     for (int i = 0; i < half; i += 8) {
       const V8F c = load8f(cosv + i), s = sine(i);
       const V8F v0 = load8<T>(x + 2 * i);
       const V8F v1 = load8<T>(x + 2 * i + 8);
-      const V8F c0 = __builtin_shuffle(c, lo), c1 = __builtin_shuffle(c, hi);
-      const V8F s0 = __builtin_shuffle(s, lo) * sign, s1 = __builtin_shuffle(s, hi) * sign;
-      store16<T, kStream>(y + 2 * i, v0 * c0 + __builtin_shuffle(v0, swap) * s0,
-                          v1 * c1 + __builtin_shuffle(v1, swap) * s1);
+      const V8F c0 = __builtin_shufflevector(c, c, 0, 0, 1, 1, 2, 2, 3, 3);
+      const V8F c1 = __builtin_shufflevector(c, c, 4, 4, 5, 5, 6, 6, 7, 7);
+      const V8F s0 = __builtin_shufflevector(s, s, 0, 0, 1, 1, 2, 2, 3, 3) * sign;
+      const V8F s1 = __builtin_shufflevector(s, s, 4, 4, 5, 5, 6, 6, 7, 7) * sign;
+      store16<T, kStream>(y + 2 * i, v0 * c0 + __builtin_shufflevector(v0, v0, 1, 0, 3, 2, 5, 4, 7, 6) * s0,
+                          v1 * c1 + __builtin_shufflevector(v1, v1, 1, 0, 3, 2, 5, 4, 7, 6) * s1);
     }
   }
 }
