@@ -16,14 +16,15 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 PRESETS: Dict[str, dict] = {
-    # Sized in docs/experiment.md ("How the presets were sized") for an idle 2-core machine:
-    # two workers of one thread, ~0.10 CPU-s per step of 32 sequences (~1,900 tokens).
-    # quick: 4 runs = 2 rounds of 2 parallel runs, 2 x (2,400 x 0.10 + eval) + start ~ 9 min.
-    "quick": dict(arms="mrope,unordered,circle,mrope-interleaved", seeds=1, steps=2400, batch=32, lr=3e-3,
-                  questions=12, train_grids="8x8,8x12,12x12", eval_grid="12x16", eval_seqs=192, curve_every=200),
-    # full: 21 runs x (3,500 x 0.10 + eval) / 2 workers ~ 65 min.
-    "full": dict(arms="all", seeds=3, steps=3500, batch=32, lr=3e-3, questions=12,
-                 train_grids="8x8,8x12,12x12", eval_grid="12x16", eval_seqs=384, curve_every=250),
+    # Sized in docs/experiment.md ("How the presets were sized") for an idle 2-core machine
+    # (2 vCPUs of one Zen 3 core): two runs in parallel, one thread each, each ~10k tokens/s,
+    # i.e. ~0.19 s per step of 32 sequences (~1,900 tokens); evaluation adds ~20-30 s a run.
+    # quick: 4 runs = 2 rounds of 2 parallel runs, 2 x (1,300 x 0.19 + eval) + start ~ 9 min.
+    "quick": dict(arms="mrope,unordered,circle,mrope-interleaved", seeds=1, steps=1300, batch=32, lr=3e-3,
+                  questions=12, train_grids="8x8,8x12,12x12", eval_grid="12x16", eval_seqs=192, curve_every=100),
+    # full: 21 runs in 11 rounds x (2,200 x 0.19 + eval) ~ 85 min.
+    "full": dict(arms="all", seeds=3, steps=2200, batch=32, lr=3e-3, questions=12,
+                 train_grids="8x8,8x12,12x12", eval_grid="12x16", eval_seqs=384, curve_every=200),
     # For tests and smoke runs: seconds, not minutes.
     "micro": dict(arms="mrope,circle", seeds=1, steps=4, batch=8, lr=3e-3, questions=4,
                   train_grids="8x8,8x12", eval_grid="12x12", eval_seqs=8, curve_every=2),
