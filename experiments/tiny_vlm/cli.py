@@ -220,20 +220,28 @@ def resolve(argv: List[str]) -> Plan:
 
 
 # ------------------------------------------------------------------ running ---
-def _worker(jobs, events, stop, threads: int) -> None:
+def _worker(jobs, events, stop, threads: int, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; we finish the step and report
     import torch
     torch.set_num_threads(threads)
     from .train import train
+
+    def should_stop() -> bool:
+        # A parent killed outside Python (SIGKILL) never stops us: daemon processes are ended
+        # only by an exiting interpreter, so an orphan would train on for the rest of its runs.
+        return stop.is_set() or os.getppid() != parent
     while True:
         try:
             index, cfg = jobs.get_nowait()
         except queue.Empty:
             return
+        if should_stop():
+            return
+
         def progress(step, loss, tps, index=index):
             events.put(("progress", index, step, loss, tps))
         try:
-            result = train(cfg, progress, stop.is_set)
+            result = train(cfg, progress, should_stop)
         except Exception as e:  # report, do not hang the parent
             events.put(("error", index, f"{type(e).__name__}: {e}"))
             return
@@ -286,7 +294,7 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
     for item in enumerate(plan.configs):
         jobs.put(item)
     n = min(plan.workers or os.cpu_count() or 1, len(plan.configs))
-    procs = [ctx.Process(target=_worker, args=(jobs, events, stop, plan.threads), daemon=True) for _ in range(n)]
+    procs = [ctx.Process(target=_worker, args=(jobs, events, stop, plan.threads, os.getpid()), daemon=True) for _ in range(n)]
     for p in procs:
         p.start()
     progress = Progress(plan, sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1", log)
