@@ -409,7 +409,7 @@ int main(int argc, char** argv) {
   bench_rotary_cmd->add_option("--dtypes", rotary_dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
   bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
   bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
-  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2 [automatic]");
+  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2, avx512, avx512bf16 [automatic]");
   std::string rotary_plot;
   int rotary_copy_mib = 256;
   bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
