@@ -399,7 +399,7 @@ int main(int argc, char** argv) {
   bench_positions->add_option("--min-seconds", bench_seconds, "time spent per scheme [0.5]");
   auto* bench_rotary_cmd = bench->add_subcommand(
       "rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
-  std::string rotary_format = "table", rotary_isa = "automatic";
+  std::string rotary_format = "table", rotary_isa = "all";
   std::vector<std::int64_t> rotary_seq_lens = {1024, 4096, 16384};
   std::vector<std::string> rotary_dtypes = {"float32", "bfloat16"};
   double rotary_seconds = 0.25;
@@ -409,7 +409,7 @@ int main(int argc, char** argv) {
   bench_rotary_cmd->add_option("--dtypes", rotary_dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
   bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
   bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
-  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2, avx512, avx512bf16 [automatic]");
+  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: all (every path this machine runs), automatic, portable, avx2, avx512, avx512bf16 [all]");
   std::string rotary_plot;
   int rotary_copy_mib = 256;
   bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
@@ -500,7 +500,7 @@ int main(int argc, char** argv) {
       for (const std::string& d : rotary_dtypes) options.dtypes.push_back(parse_dtype(d));
       options.min_seconds = rotary_seconds;
       options.threads = rotary_threads;
-      options.isa = parse_isa(rotary_isa);
+      if (rotary_isa != "all") options.isas = {parse_isa(rotary_isa)};
       options.copy_mib = rotary_copy_mib;
       if (!rotary_plot.empty()) check_svg_path("--plot", rotary_plot);
       const auto result = cli::bench_rotary(options, std::cerr);

@@ -56,7 +56,7 @@ constexpr CpuFeatures decide_cpu_features(const CpuidWords& w, std::uint64_t xcr
   else if (!leaf7 || !bit(w.leaf7_ebx, 5)) f.avx2_missing = "no AVX2 (CPUID.7.0:EBX bit 5)";
   f.avx2 = f.avx2_missing == nullptr;
 
-  if (!f.avx2) f.avx512_missing = "no AVX2 path";
+  if (!f.avx2) f.avx512_missing = f.avx2_missing;
   else if (!bit(w.leaf7_ebx, 16)) f.avx512_missing = "no AVX-512F (CPUID.7.0:EBX bit 16)";
   else if (!bit(w.leaf7_ebx, 30)) f.avx512_missing = "no AVX-512BW (CPUID.7.0:EBX bit 30)";
   else if (!bit(w.leaf7_ebx, 31)) f.avx512_missing = "no AVX-512VL (CPUID.7.0:EBX bit 31)";
@@ -64,7 +64,7 @@ constexpr CpuFeatures decide_cpu_features(const CpuidWords& w, std::uint64_t xcr
     f.avx512_missing = "the OS does not save ZMM and opmask state (XCR0 bits 5, 6, 7)";
   f.avx512 = f.avx512_missing == nullptr;
 
-  if (!f.avx512) f.avx512_bf16_missing = "no AVX-512 path";
+  if (!f.avx512) f.avx512_bf16_missing = f.avx512_missing;
   else if (w.leaf7_max_sub < 1 || !bit(w.leaf7_1_eax, 5))
     f.avx512_bf16_missing = "no AVX512_BF16 (CPUID.7.1:EAX bit 5)";
   f.avx512_bf16 = f.avx512_bf16_missing == nullptr;
