@@ -1,7 +1,7 @@
 # Builds the bootable disk image of the AVX-512 emulator test (cmake -P, from
 # tests/CMakeLists.txt): the boot sector, the long-mode entry, guest_main.cpp and the
-# library's own kernel_portable/avx2/avx512.cpp compiled with the library's per-file ISA
-# flags, without the C library, linked at 0x8000 and padded to a disk Bochs autodetects.
+# library's own kernel_portable/avx2/avx512.cpp and positions_avx2/avx512.cpp compiled with
+# the library's per-file ISA flags, without the C library, linked at 0x8000 and padded to a disk Bochs autodetects.
 #
 # In: CXX, LINKER, OBJCOPY, SOURCE_DIR, OUT_DIR, AVX2_FLAGS, AVX512_FLAGS ('|'-separated).
 cmake_minimum_required(VERSION 3.20)
@@ -19,8 +19,8 @@ file(MAKE_DIRECTORY ${OUT_DIR})
 # (exception handlers run on the same stack), absolute addresses.
 set(common -O2 -std=c++20 -fno-exceptions -fno-rtti -fno-asynchronous-unwind-tables
     -fno-unwind-tables -fno-stack-protector -fcf-protection=none -fno-threadsafe-statics
-    -mno-red-zone -fno-pic -fno-pie -DCIRCLEROPE_HAVE_X86_KERNELS -I${SOURCE_DIR}/include
-    -Wno-psabi)
+    -mno-red-zone -fno-pic -fno-pie -DCIRCLEROPE_HAVE_X86_KERNELS -DCIRCLEROPE_HAVE_X86_POSITIONS
+    -I${SOURCE_DIR}/include -Wno-psabi)
 # The library's flags for its kernel files (CMakeLists.txt), minus warnings.
 set(kernel -O3 -ffp-contract=fast)
 
@@ -39,6 +39,8 @@ run(${CXX} ${common} -c ${here}/guest_main.cpp -o ${OUT_DIR}/guest_main.o)
 run(${CXX} ${common} ${kernel} -c ${SOURCE_DIR}/src/cpu/kernel_portable.cpp -o ${OUT_DIR}/kernel_portable.o)
 run(${CXX} ${common} ${kernel} ${avx2_flags} -c ${SOURCE_DIR}/src/cpu/kernel_avx2.cpp -o ${OUT_DIR}/kernel_avx2.o)
 run(${CXX} ${common} ${kernel} ${avx512_flags} -c ${SOURCE_DIR}/src/cpu/kernel_avx512.cpp -o ${OUT_DIR}/kernel_avx512.o)
+run(${CXX} ${common} ${kernel} ${avx2_flags} -c ${SOURCE_DIR}/src/core/positions_avx2.cpp -o ${OUT_DIR}/positions_avx2.o)
+run(${CXX} ${common} ${kernel} ${avx512_flags} -c ${SOURCE_DIR}/src/core/positions_avx512.cpp -o ${OUT_DIR}/positions_avx512.o)
 execute_process(COMMAND ${CXX} -print-libgcc-file-name OUTPUT_VARIABLE libgcc OUTPUT_STRIP_TRAILING_WHITESPACE)
 set(runtime)
 if(EXISTS "${libgcc}")
@@ -46,7 +48,8 @@ if(EXISTS "${libgcc}")
 endif()
 run(${LINKER} -m elf_x86_64 -nostdlib -static -no-pie --no-warn-rwx-segments -T ${here}/link.ld
     ${OUT_DIR}/start.o ${OUT_DIR}/guest_main.o ${OUT_DIR}/kernel_portable.o ${OUT_DIR}/kernel_avx2.o
-    ${OUT_DIR}/kernel_avx512.o ${runtime} -o ${OUT_DIR}/guest.elf)
+    ${OUT_DIR}/kernel_avx512.o ${OUT_DIR}/positions_avx2.o ${OUT_DIR}/positions_avx512.o ${runtime}
+    -o ${OUT_DIR}/guest.elf)
 run(${OBJCOPY} -O binary -j .text -j .rodata -j .data ${OUT_DIR}/guest.elf ${OUT_DIR}/guest.bin)
 file(SIZE ${OUT_DIR}/guest.bin guest_size)
 if(guest_size GREATER 524288)

@@ -9,6 +9,7 @@
 //  3. harness.h: random rotate calls, avx512 against avx2 byte for byte, some of them with
 //     views that end right before an unmapped page (a #PF there ends the test: failure).
 //  4. Angle tables: avx512 against avx2.
+//  5. The positions' Circle-RoPE ring (src/core/ring_impl.h): avx512 against avx2.
 // Compiled without the C library; the kernels are the library's own kernel_*.cpp files.
 #include <immintrin.h>
 
@@ -213,6 +214,13 @@ extern "C" void guest_main() {
   // 4. tables
   check(harness::compare_tables(cpu::table_kernel_avx512(), cpu::table_kernel_avx2(), harness::kSeed, 40),
         "tables: avx512 equals avx2 bit for bit");
+
+  // 5. the positions' ring
+  std::uint64_t ring_digest = 0xCBF29CE484222325ull;
+  check(harness::compare_rings(&circlerope::detail::ring_avx512, &circlerope::detail::ring_avx2, harness::kSeed,
+                               harness::kRingRounds, ring_digest),
+        "positions ring: avx512 equals avx2 bit for bit (coordinates and extremes)");
+  harness::print_ring_digest(&print, ring_digest);
 
   print(all_ok ? "AVX512-EMULATOR: ALL OK\n" : "AVX512-EMULATOR: FAILED\n");
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../../src/core/positions_simd.h"
 #include "../../src/cpu/kernel.h"
 
 namespace harness {
@@ -298,6 +299,47 @@ inline bool compare_tables(cpu::TableKernel a, cpu::TableKernel b, std::uint64_t
 
 namespace harness {
 
+// Random rings (positions_simd.h): kernels a and b (b may be null) must write the same doubles
+// and extremes; returns false on the first difference. `digest` gets b's (else a's) outputs.
+inline bool compare_rings(void (*a)(circlerope::detail::RingJob&), void (*b)(circlerope::detail::RingJob&),
+                          std::uint64_t seed, int rounds, std::uint64_t& digest) {
+  using circlerope::detail::RingJob;
+  Rng rng{seed};
+  static double out[2][3][128 * 128];
+  for (int round = 0; round < rounds; ++round) {
+    RingJob job[2];
+    const std::int64_t hm = 1 + rng.below(rng.below(4) ? 40 : 128), wm = 1 + rng.below(rng.below(4) ? 40 : 128);
+    const bool centred = rng.below(4) != 0;
+    const double unit = static_cast<double>(rng.next() >> 11) * 0x1p-53;  // [0, 1)
+    for (int k = 0; k < 2; ++k) {
+      job[k].hm = hm;
+      job[k].wm = wm;
+      job[k].cx = centred ? static_cast<double>(wm - 1) / 2.0 : 0.0;
+      job[k].cy = centred ? static_cast<double>(hm - 1) / 2.0 : 0.0;
+      job[k].radius = 0.5 + 100 * unit;
+      job[k].alpha = round % 3 == 0 ? 1.0 : round % 3 == 1 ? 0.5 : unit;
+      job[k].beta = round % 2 ? unit : 0.0;
+      job[k].t = out[k][0];
+      job[k].h = out[k][1];
+      job[k].w = out[k][2];
+    }
+    a(job[0]);
+    if (b) b(job[1]);
+    const int last = b ? 1 : 0;
+    for (int axis = 0; axis < 3; ++axis)
+      fnv(digest, reinterpret_cast<const unsigned char*>(out[last][axis]), static_cast<std::size_t>(hm * wm) * sizeof(double));
+    fnv(digest, reinterpret_cast<const unsigned char*>(job[last].min), sizeof job[last].min);
+    fnv(digest, reinterpret_cast<const unsigned char*>(job[last].max), sizeof job[last].max);
+    if (!b) continue;
+    if (std::memcmp(out[0], out[1], sizeof out[0]) != 0 || std::memcmp(job[0].min, job[1].min, sizeof job[0].min) != 0 ||
+        std::memcmp(job[0].max, job[1].max, sizeof job[0].max) != 0 || job[0].lowest != job[1].lowest)
+      return false;
+  }
+  return true;
+}
+
+inline constexpr int kRingRounds = 300;
+
 // "  avx2 digests: float32 0x... bfloat16 0x... float16 0x..." (run.sh reads this line).
 inline void print_digests(Print print, const Stats& st) {
   print("  avx2 digests:");
@@ -306,6 +348,13 @@ inline void print_digests(Print print, const Stats& st) {
     print(names[d]);
     print_u64(print, st.digest[d], 16);
   }
+  print("\n");
+}
+
+// "  avx2 ring digest: 0x..." (run.sh reads this line).
+inline void print_ring_digest(Print print, std::uint64_t digest) {
+  print("  avx2 ring digest: 0x");
+  print_u64(print, digest, 16);
   print("\n");
 }
 

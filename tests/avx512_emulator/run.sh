@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The AVX-512 emulator test (ctest avx512_emulator): boots the guest image in Bochs with an
-# AVX-512 CPU model, then checks the guest's verdict and that its avx2 digest equals the one
-# this machine's CPU computes natively (host program). Exit 77 (ctest: skipped, with the
+# AVX-512 CPU model, then checks the guest's verdict and that its avx2 digests (rotation, ring)
+# equal the ones this machine's CPU computes natively (host program). Exit 77 (ctest: skipped, with the
 # reason printed) when Bochs is not installed: then the avx512 path was NOT executed.
 # Usage: run.sh IMAGE HOST_PROGRAM WORK_DIR
 set -uo pipefail
@@ -61,10 +61,16 @@ if [[ $host_status -ne 0 || -z $g32 || $g32 != "$h32" || $gbf != "$hbf" ]]; then
   echo "FAILED: the emulated avx2 digests (float32 $g32, bfloat16 $gbf) differ from this CPU's ($h32, $hbf)"
   exit 1
 fi
+g_ring=$(grep "avx2 ring digest:" guest.out | awk '{print $4}')
+h_ring=$(grep "avx2 ring digest:" <<< "$host_out" | awk '{print $4}')
+if [[ -z $g_ring || $g_ring != "$h_ring" ]]; then
+  echo "FAILED: the emulated avx2 ring digest $g_ring differs from this CPU's $h_ring"
+  exit 1
+fi
 if grep -q "VCVTPS2PH rounds ties to even" guest.out; then
   [[ $g16 == "$h16" ]] || { echo "FAILED: the emulated avx2 float16 digest $g16 differs from this CPU's $h16"; exit 1; }
-  echo "emulated avx2 = native avx2 for every dtype; avx512 = avx2 byte for byte in the emulator"
+  echo "emulated avx2 = native avx2 for every dtype and the ring; avx512 = avx2 byte for byte in the emulator"
 else
-  echo "emulated avx2 = native avx2 for float32 and bfloat16 (float16 not comparable: the emulator's"
-  echo "VCVTPS2PH ties); avx512 = avx2 byte for byte in the emulator for every dtype"
+  echo "emulated avx2 = native avx2 for float32, bfloat16 and the ring (float16 not comparable: the"
+  echo "emulator's VCVTPS2PH ties); avx512 = avx2 byte for byte in the emulator for every dtype and the ring"
 fi
