@@ -195,11 +195,21 @@ TEST_F(Cli, BenchPositionsJson) {
   const Outcome r = run("bench positions --format json --min-seconds 0.01");
   ASSERT_EQ(r.code, 0) << r.err;
   const json b = json::parse(r.out);
-  ASSERT_EQ(b["results"].size(), 2u);
-  for (const json& row : b["results"]) {
+  // circle and mrope, each on the path this CPU picks and on the scalar reference path,
+  // timed alternately; the fast row carries the ratio.
+  ASSERT_EQ(b["results"].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const json& row = b["results"][i];
+    EXPECT_EQ(row["scheme"], i < 2 ? "circle" : "mrope");
     EXPECT_GT(row["ns_per_batch"].get<double>(), 0);
     EXPECT_EQ(row["batch"].get<int>(), 8);
     EXPECT_EQ(row["seq_len"].get<int>(), 814);
+    if (i % 2 == 1) {
+      EXPECT_EQ(row["path"], "scalar");
+      EXPECT_FALSE(row.contains("speedup_over_scalar"));
+    } else {
+      EXPECT_GT(row["speedup_over_scalar"].get<double>(), 0);
+    }
   }
 }
 

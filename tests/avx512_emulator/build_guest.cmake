@@ -46,18 +46,11 @@ set(runtime)
 if(EXISTS "${libgcc}")
   set(runtime ${libgcc})
 endif()
-run(${LINKER} -m elf_x86_64 -nostdlib -static -no-pie --no-warn-rwx-segments -T ${here}/link.ld
+run(${LINKER} -m elf_x86_64 -nostdlib -static -no-pie -T ${here}/link.ld
     ${OUT_DIR}/start.o ${OUT_DIR}/guest_main.o ${OUT_DIR}/kernel_portable.o ${OUT_DIR}/kernel_avx2.o
     ${OUT_DIR}/kernel_avx512.o ${OUT_DIR}/positions_avx2.o ${OUT_DIR}/positions_avx512.o ${runtime}
     -o ${OUT_DIR}/guest.elf)
-run(${OBJCOPY} -O binary -j .text -j .rodata -j .data ${OUT_DIR}/guest.elf ${OUT_DIR}/guest.bin)
-file(SIZE ${OUT_DIR}/guest.bin guest_size)
-if(guest_size GREATER 524288)
-  message(FATAL_ERROR "avx512 emulator image: the guest is ${guest_size} bytes, more than the 512 KiB mbr.S loads")
-endif()
-# Pad to 2 cylinders of 16 heads x 63 sectors (1032192 bytes with the boot sector), a size
-# whose geometry Bochs detects by itself.
-run(${OBJCOPY} -O binary -j .text -j .rodata -j .data --pad-to 0x103E00 ${OUT_DIR}/guest.elf ${OUT_DIR}/guest.bin)
+run(${OBJCOPY} -O binary -j .text -j .rodata -j .data -j .pad ${OUT_DIR}/guest.elf ${OUT_DIR}/guest.bin)
 execute_process(COMMAND ${CMAKE_COMMAND} -E cat ${OUT_DIR}/mbr.bin ${OUT_DIR}/guest.bin
                 OUTPUT_FILE ${OUT_DIR}/avx512_guest.img RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

@@ -54,6 +54,7 @@ int memcmp(const void* a, const void* b, std::size_t n) {
     if (ap[i] != bp[i]) return ap[i] < bp[i] ? -1 : 1;
   return 0;
 }
+int bcmp(const void* a, const void* b, std::size_t n) { return memcmp(a, b, n); }  // clang's memcmp == 0
 }
 
 namespace {
