@@ -80,6 +80,7 @@ void vector_ring(int64_t hm, int64_t wm, const CircleConfig& config,
   job.wm = wm;
   job.cx = c.x;
   job.cy = c.y;
+  job.centred = config.move_to_origin;
   job.radius = radius;
   job.alpha = config.alpha;
   job.beta = config.dff_rate;

@@ -26,6 +26,7 @@ namespace circlerope::detail {
 struct RingJob {
   std::int64_t hm = 0, wm = 0;
   double cx = 0, cy = 0;  // subtracted from the column and row (SPEC 3 step 2; 0 if not centred)
+  bool centred = false;   // move_to_origin: cx = (wm - 1) / 2, cy = (hm - 1) / 2
   double radius = 0, alpha = 0, beta = 0;  // beta: dff_rate, 0 for none
   double* t = nullptr;  // P.z per cell (the temporal axis); also scratch for the polar angles
   double* h = nullptr;  // P.y

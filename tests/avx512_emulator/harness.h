@@ -316,6 +316,7 @@ inline bool compare_rings(void (*a)(circlerope::detail::RingJob&), void (*b)(cir
       job[k].wm = wm;
       job[k].cx = centred ? static_cast<double>(wm - 1) / 2.0 : 0.0;
       job[k].cy = centred ? static_cast<double>(hm - 1) / 2.0 : 0.0;
+      job[k].centred = centred;
       job[k].radius = 0.5 + 100 * unit;
       job[k].alpha = round % 3 == 0 ? 1.0 : round % 3 == 1 ? 0.5 : unit;
       job[k].beta = round % 2 ? unit : 0.0;
