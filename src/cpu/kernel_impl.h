@@ -277,11 +277,15 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
       const bool stream = fast && t.stream;
       streamed = streamed || stream;
       const bool pass_through = !t.in_place && t.head_dim > 2 * half;
-      auto row = [&](int k, std::int64_t h) {
+      // Row addresses from copies held in registers, not through the job on every row.
+      const std::int64_t ib = t.in_stride[0], is = t.in_stride[1], ih = t.in_stride[2];
+      const std::int64_t ob = t.out_stride[0], os = t.out_stride[1], oh = t.out_stride[2];
+      const float* const table = job.table;
+      auto row = [&, in, out, ib, is, ih, ob, os, oh, table](int k, std::int64_t h) {
         const std::int64_t b = tile_b[k], s = tile_s[k];
-        const S* x = in + b * t.in_stride[0] + s * t.in_stride[1] + h * t.in_stride[2];
-        S* y = out + b * t.out_stride[0] + s * t.out_stride[1] + h * t.out_stride[2];
-        const float* cs = job.table + (b * seq + s) * 2 * half;
+        const S* x = in + b * ib + s * is + h * ih;
+        S* y = out + b * ob + s * os + h * oh;
+        const float* cs = table + (b * seq + s) * 2 * half;
         if constexpr (V::template kVectorPath<T>) {
           if (fast) {
             if (stream) rotate_row_fast<V, T, P, kBackward, true>(cs, cs + half, half, x, y);
