@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -318,6 +319,16 @@ TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
   EXPECT_TRUE(cpu::kernels_agree(cpu::range_kernel_avx2(), cpu::range_kernel_avx2()));
   EXPECT_FALSE(cpu::kernels_agree(cpu::range_kernel_portable(), cpu::range_kernel_avx2()))
       << "portable rounds a*c - b*s without FMA: some bits must differ";
+  EXPECT_TRUE(cpu::tables_agree(cpu::table_kernel_avx2(), cpu::table_kernel_avx2()));
+  // A table one ulp off in a single entry of the last token is caught.
+  const cpu::TableKernel off_by_one_ulp = [](const cpu::TableJob& job, std::int64_t begin, std::int64_t end) {
+    cpu::table_kernel_avx2()(job, begin, end);
+    if (end == job.tokens) {
+      float& v = job.values[job.tokens * 2 * job.half - 1];
+      v = std::nextafter(v, 2.0f);
+    }
+  };
+  EXPECT_FALSE(cpu::tables_agree(off_by_one_ulp, cpu::table_kernel_avx2()));
 #endif
 }
 

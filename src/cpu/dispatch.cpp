@@ -6,7 +6,6 @@
 #include <limits>
 #include <ostream>
 #include <string>
-#include <utility>
 
 #include "../core/cpu_features.h"
 #include "../core/fail.h"
@@ -98,10 +97,16 @@ PathTable probe_paths() {
   set(Isa::avx2, cpu.avx2, cpu.avx2_missing);
   set(Isa::avx512, cpu.avx512, cpu.avx512_missing);
   set(Isa::avx512bf16, cpu.avx512_bf16, cpu.avx512_bf16_missing);
-  const std::pair<Isa, cpu::RangeKernel (*)()> checked[] = {
-      {Isa::avx512, &cpu::range_kernel_avx512}, {Isa::avx512bf16, &cpu::range_kernel_avx512bf16}};
-  for (const auto& [isa, kernel] : checked)
-    if (t.available[index_of(isa)] && !cpu::kernels_agree(kernel(), cpu::range_kernel_avx2())) {
+  struct Checked {
+    Isa isa;
+    cpu::RangeKernel (*range)();
+    cpu::TableKernel (*table)();
+  };
+  const Checked checked[] = {{Isa::avx512, &cpu::range_kernel_avx512, &cpu::table_kernel_avx512},
+                             {Isa::avx512bf16, &cpu::range_kernel_avx512bf16, &cpu::table_kernel_avx512bf16}};
+  for (const auto& [isa, range, table] : checked)
+    if (t.available[index_of(isa)] && !(cpu::kernels_agree(range(), cpu::range_kernel_avx2()) &&
+                                        cpu::tables_agree(table(), cpu::table_kernel_avx2()))) {
       t.available[index_of(isa)] = false;
       t.reason[index_of(isa)] = "its known-answer comparison with avx2 failed on this CPU";
     }

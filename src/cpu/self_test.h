@@ -128,4 +128,32 @@ inline bool kernels_agree(RangeKernel candidate, RangeKernel trusted) {
   return true;
 }
 
+// True when two table kernels (table_range compiled per ISA: the compiler vectorises it)
+// write the same floats for a few tokens of positions up to a long context, every axis.
+inline bool tables_agree(TableKernel candidate, TableKernel trusted) {
+  constexpr int kTableTokens = 7, kTableHalf = 67;  // odd sizes: the vector loops' tails
+  float positions[3 * kTableTokens];
+  int axes[kTableHalf];
+  double inv_freq[kTableHalf];
+  float a[kTableTokens * 2 * kTableHalf], b[kTableTokens * 2 * kTableHalf];
+  std::uint64_t state = 0x7AB1E5ull;
+  for (float& p : positions)
+    p = static_cast<float>(self_test_detail::next(state) % 400000) * 0.0731f - 64.0f;
+  for (int i = 0; i < kTableHalf; ++i) {
+    axes[i] = i % 3;
+    inv_freq[i] = 1.0 / static_cast<double>(1 + i * i * 97);
+  }
+  TableJob job;
+  job.positions = positions;
+  job.tokens = kTableTokens;
+  job.axes = axes;
+  job.inv_freq = inv_freq;
+  job.half = kTableHalf;
+  job.values = a;
+  candidate(job, 0, kTableTokens);
+  job.values = b;
+  trusted(job, 0, kTableTokens);
+  return std::memcmp(a, b, sizeof a) == 0;
+}
+
 }  // namespace circlerope::cpu

@@ -182,6 +182,8 @@ extern "C" void guest_main() {
         "known-answer comparison: avx512 agrees with avx2");
   check(!cpu::kernels_agree(cpu::range_kernel_portable(), cpu::range_kernel_avx2()),
         "known-answer comparison: portable (no FMA) disagrees with avx2 (the comparison can fail)");
+  check(cpu::tables_agree(cpu::table_kernel_avx512(), cpu::table_kernel_avx2()),
+        "known-answer comparison: avx512 tables agree with avx2");
 
   // Bochs 2.7 rounds VCVTPS2PH ties away from zero where the hardware (and convert.h) rounds
   // them to even: 0x3B0B1000 lies halfway between fp16 0x1858 and 0x1859. Both emulated paths
