@@ -54,7 +54,7 @@ void metrics(benchmark::State& state) {
   const Geometry g{Scheme::circle, CircleConfig{}};
   const cli::Request batch = cli::benchmark_batch(g, 1);
   const Positions p = rope_index(batch.input(), batch.vision, g);
-  for (auto _ : state) benchmark::DoNotOptimize(coupling_metrics(p, Scheme::circle, RotaryConfig{}));
+  for (auto _ : state) benchmark::DoNotOptimize(coupling_metrics(p, RotaryConfig{}));
 }
 BENCHMARK(metrics)->Unit(benchmark::kMillisecond);
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/core/positions_simd.h"
+#include "circlerope/detail/positions_path.h"
 #include "workload.h"
 
 int main(int argc, char** argv) {

@@ -1,9 +1,12 @@
 // The `circlerope` command. Exit 0 on success; exit 2 with one line on stderr
 // (and nothing on stdout) for any invalid input.
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -19,8 +22,9 @@
 
 #include "circlerope/age.h"
 #include "circlerope/circle.h"
+#include "circlerope/detail/positions_path.h"
+#include "circlerope/options.h"
 #include "circlerope/ptd.h"
-#include "../src/core/positions_simd.h"
 #include "report.h"
 #include "request.h"
 #include "rotary_commands.h"
@@ -36,83 +40,60 @@ using nlohmann::json;
 
 // ------------------------------------------------------------ options ---
 
+// Flags are untyped text: the core reads each with the grammar every front end shares
+// (circlerope/options.h) and names the flag in its messages.
+struct TextFlag {
+  TextFlag(const char* k, const char* f) : key(k), flag(f) {}
+  const char* key;   // the option's name in the core
+  const char* flag;  // "--radius"
+  CLI::Option* option = nullptr;
+  std::string value;
+};
+
 struct CircleFlags {
-  std::string radius, move_to_positive;
-  double alpha = 0.5, dff_rate = 0;
+  std::vector<TextFlag> flags = {{"radius", "--radius"}, {"alpha", "--alpha"}, {"dff_rate", "--dff-rate"},
+                                 {"move_to_positive", "--move-to-positive"}};
   bool no_move_to_origin = false;
-  std::vector<CLI::Option*> options;
+  CLI::Option* origin = nullptr;
 
   void add(CLI::App* app) {
-    options = {app->add_option("--radius", radius, "Circle-RoPE radius: a number > 0, auto or auto-k [10]"),
-               app->add_option("--alpha", alpha, "weight of the polar angle vs the raster angle, 0..1 [0.5]"),
-               app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles"),
-               app->add_option("--dff-rate", dff_rate, "blend towards the un-ringed grid, 0..1 [0]"),
-               app->add_option("--move-to-positive", move_to_positive,
-                               "shift the ring to positive values: auto or an offset")};
+    const char* help[] = {"Circle-RoPE radius: a number > 0, auto or auto-k [10]",
+                          "weight of the polar angle vs the raster angle, 0..1 [0.5]",
+                          "blend towards the un-ringed grid, 0..1 [0]",
+                          "shift the ring to positive values: auto or an offset"};
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
+    origin = app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles");
   }
   bool any() const {
-    return std::any_of(options.begin(), options.end(), [](const CLI::Option* o) { return o->count() > 0; });
+    return origin->count() > 0 ||
+           std::any_of(flags.begin(), flags.end(), [](const TextFlag& f) { return f.option->count() > 0; });
   }
-  // The paper's setting, overridden by the flags given; validated the way a
-  // request's "circle" object is, so messages match.
+  // The paper's setting, overridden by the flags given.
   CircleConfig config() const {
-    json c = {{"radius", 10.0}, {"alpha", alpha}, {"move_to_origin", !no_move_to_origin}, {"dff_rate", dff_rate}};
-    if (!radius.empty()) {
-      char* end = nullptr;
-      const double r = std::strtod(radius.c_str(), &end);
-      c["radius"] = (end && *end == '\0') ? json(r) : json(radius);
-    }
-    if (!move_to_positive.empty()) {
-      char* end = nullptr;
-      const double o = std::strtod(move_to_positive.c_str(), &end);
-      c["move_to_positive"] = (end && *end == '\0') ? json(o) : json(move_to_positive);
-    }
-    try {
-      return parse_circle_config(c);
-    } catch (const Error& e) {  // name the flag, not the JSON key
-      std::string m = e.what();
-      if (m.rfind("request.circle: ", 0) == 0) {
-        m = m.substr(16);
-      } else if (m.rfind("request.circle.", 0) == 0) {
-        m = "--" + m.substr(15);
-        std::replace(m.begin(), m.begin() + static_cast<long>(m.find(':')), '_', '-');
-      }
-      throw Error(m);
-    }
+    CircleConfig c;
+    c.move_to_origin = !no_move_to_origin;
+    for (const TextFlag& f : flags)
+      if (f.option->count() > 0) set_circle_option(c, f.key, OptionValue::text(f.value), f.flag);
+    validate(c);
+    return c;
   }
 };
 
 struct RotaryFlags {
-  double theta = 1e6;
-  int rotary_dim = 128;
-  std::string layout = "chunked";
-  std::string sections = "16,24,24";
+  std::vector<TextFlag> flags = {{"theta", "--theta"}, {"rotary_dim", "--rotary-dim"},
+                                 {"layout", "--freq-layout"}, {"sections", "--sections"}};
 
   void add(CLI::App* app) {
-    app->add_option("--theta", theta, "rope_theta [1e6]");
-    app->add_option("--rotary-dim", rotary_dim, "rotary dimension D [128]");
-    app->add_option("--freq-layout", layout, "chunked | interleaved | single [chunked]");
-    app->add_option("--sections", sections, "mrope sections t,h,w summing to D/2 [16,24,24]");
+    const char* help[] = {"rope_theta [1e6]", "rotary dimension D [128]", "chunked | interleaved | single [chunked]",
+                          "mrope sections t,h,w summing to D/2 [16,24,24]"};
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
   }
   RotaryConfig config() const {
     RotaryConfig r;
-    r.theta = theta;
-    r.rotary_dim = rotary_dim;
-    r.layout = parse_frequency_layout(layout);
-    std::istringstream in(sections);
-    std::string part;
-    int i = 0;
-    while (std::getline(in, part, ',')) {
-      if (i >= 3) throw Error("--sections '" + sections + "': expected three integers t,h,w");
-      try {
-        size_t used = 0;
-        r.sections[i++] = std::stoi(part, &used);
-        if (used != part.size()) throw 0;
-      } catch (...) {
-        throw Error("--sections '" + sections + "': '" + part + "' is not an integer");
-      }
-    }
-    if (i != 3) throw Error("--sections '" + sections + "': expected three integers t,h,w");
+    for (const TextFlag& f : flags)
+      if (f.option->count() > 0) set_rotary_option(r, f.key, OptionValue::text(f.value), f.flag);
     validate(r);
     return r;
   }
@@ -122,31 +103,39 @@ struct RotaryFlags {
 struct Source {
   std::string request_path;
   std::string layout;
+  std::string compat;
+  CLI::Option* compat_option = nullptr;
 
   void add(CLI::App* app) {
     auto* r = app->add_option("--request", request_path, "request JSON file (format of shared/golden), - for stdin");
     auto* l = app->add_option("--layout", layout, "token-free layout, e.g. text:5,image:6x6,video:4x6x6@0.5,text:4");
     r->excludes(l);
+    compat_option = app->add_option("--compat", compat,
+                                    "reproduce a transformers behaviour (layouts): none, hf-4.49, hf-4.52, hf-5.3 [none]");
   }
   bool from_request() const { return !request_path.empty(); }
 
   Request request() const {
-    std::string text;
-    if (request_path == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), {});
-    } else {
-      std::ifstream in(request_path, std::ios::binary);
-      if (!in) throw Error("cannot read request file '" + request_path + "'");
-      text.assign(std::istreambuf_iterator<char>(in), {});
-    }
-    return parse_request_text(text);
+    if (compat_option->count() > 0)
+      throw Error("--compat cannot be combined with --request (put \"compat\" in the request)");
+    if (request_path == "-") return parse_request_text(read_request(std::cin, "on stdin"));
+    std::ifstream in(request_path, std::ios::binary);
+    if (!in) throw Error("cannot read request file '" + request_path + "'");
+    return parse_request_text(read_request(in, "'" + request_path + "'"));
+  }
+
+  // The model constants of a layout: Qwen2.5-VL's, in the --compat behaviour.
+  VisionConfig layout_vision() const {
+    VisionConfig vision;
+    if (compat_option->count() > 0) set_vision_option(vision, "compat", OptionValue::text(compat), "--compat");
+    return vision;
   }
 
   // Positions of the source under `geometry`; for a request, its own arrays.
   Positions positions(const Geometry& geometry, const Request* request) const {
     if (request) return rope_index(request->input(), request->vision, geometry);
     if (layout.empty()) throw Error("give --request FILE or --layout LAYOUT");
-    return layout_positions(parse_layout(layout), VisionConfig{}, geometry);
+    return layout_positions(parse_layout(layout), layout_vision(), geometry);
   }
 };
 
@@ -155,7 +144,7 @@ std::vector<Scheme> parse_scheme_list(const std::string& text) {
   std::vector<Scheme> out;
   std::istringstream in(text);
   std::string part;
-  while (std::getline(in, part, ',')) out.push_back(parse_scheme(part));
+  while (std::getline(in, part, ',')) out.push_back(scheme_option(OptionValue::text(part), "--schemes"));
   if (out.empty()) throw Error("--schemes is empty (use all or a list like circle,mrope)");
   return out;
 }
@@ -169,18 +158,23 @@ void check_format(const std::string& format) {
 // the reference's behaviour but say so.
 void warn_collisions(const Positions& p, const Geometry& g) {
   if (g.scheme != Scheme::circle) return;
-  for (const BlockInfo& b : p.blocks) {
+  for (std::size_t k = 0; k < p.blocks.size(); ++k) {
+    const BlockInfo& b = p.blocks[k];
+    // The first frame's cells (later frames are translations), found through the token map:
+    // padding inside a block is not a cell (it sits at 1.0 and made collisions up).
+    const int64_t cells = b.hm * b.wm;
     std::vector<std::array<float, 3>> pts;
-    for (int64_t s = b.begin; s < b.begin + b.hm * b.wm; ++s)  // first frame; later ones are translations
-      pts.push_back({p.at(0, b.row, s), p.at(1, b.row, s), p.at(2, b.row, s)});
+    for (int64_t s = b.begin; s < p.seq_len && static_cast<int64_t>(pts.size()) < cells; ++s)
+      if (p.token_block[static_cast<std::size_t>(b.row * p.seq_len + s)] == static_cast<int32_t>(k))
+        pts.push_back({p.at(0, b.row, s), p.at(1, b.row, s), p.at(2, b.row, s)});
     std::sort(pts.begin(), pts.end());
     const auto same = [](const auto& x, const auto& y) {
       return std::fabs(x[0] - y[0]) < 1e-4f && std::fabs(x[1] - y[1]) < 1e-4f && std::fabs(x[2] - y[2]) < 1e-4f;
     };
     const auto distinct = std::unique(pts.begin(), pts.end(), same) - pts.begin();
-    if (distinct < static_cast<long>(b.hm * b.wm))
+    if (distinct < static_cast<long>(cells))
       std::cerr << "circlerope: warning: " << (b.is_video ? "video " : "image ") << b.grid_index << " of row "
-                << b.row << " (" << b.hm << "x" << b.wm << "): " << b.hm * b.wm - distinct
+                << b.row << " (" << b.hm << "x" << b.wm << "): " << cells - distinct
                 << " cells share a position with another cell (alpha=" << g.circle.alpha
                 << "; the reference does the same)\n";
   }
@@ -205,17 +199,24 @@ Resolved resolve(const Source& source, const CircleFlags& flags) {
 void print_positions(const Positions& p, const Geometry& g, const std::string& format, int64_t decode,
                      int64_t row) {
   check_format(format);
-  if (row < 0 || row >= p.batch)
+  // --row 0 is the default and also names no row of an empty batch, which gives empty
+  // outputs as it does in Python (issue 9 item 16).
+  if (row < 0 || (row >= p.batch && !(row == 0 && p.batch == 0)))
     throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(p.batch) + ")");
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
+  // Everything that can fail, before the first byte of output (issue 9 item 12).
+  const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
   warn_collisions(p, g);
   if (format == "json") {
-    std::cout << positions_json(p, decode).dump() << "\n";
+    write_positions_json(std::cout, p, decode);
+    return;
+  }
+  if (p.batch == 0) {
+    std::cout << "# " << describe(g) << ", empty batch (0 rows)\n";
     return;
   }
   std::cout << positions_table(p, g, row);
   if (decode > 0) {
-    const std::vector<float> next = decode_positions(p.rope_deltas, p.seq_len, decode);
     std::cout << "# next " << decode << " decoded tokens (all three axes):";
     for (int64_t i = 0; i < decode; ++i) std::cout << " " << fixed(next[static_cast<size_t>(row * decode + i)], 4);
     std::cout << "\n";
@@ -233,7 +234,7 @@ std::vector<SchemeMetrics> all_metrics(const std::vector<Scheme>& schemes, const
   for (Scheme s : schemes) {
     const Geometry g{s, circle};
     Positions p = source.positions(g, request);
-    CouplingMetrics m = coupling_metrics(p, s, rotary);
+    CouplingMetrics m = coupling_metrics(p, rotary);
     out.push_back({g, std::move(p), std::move(m)});
   }
   return out;
@@ -354,14 +355,43 @@ int run_bench_positions(const std::string& format, double min_seconds) {
 }
 
 std::string one_line(std::string message) {
+  // Messages quote bounded excerpts of the input; this is the last guard (CLI11's own
+  // messages quote arguments whole).
+  constexpr std::size_t kLongest = 1000;
+  if (message.size() > kLongest) message = message.substr(0, kLongest - 3) + "...";
   std::replace(message.begin(), message.end(), '\n', ' ');
   while (!message.empty() && message.back() == ' ') message.pop_back();
   return message;
 }
 
+int run(int argc, char** argv);
+
 }  // namespace
 
+// stdout is held in memory until the command has succeeded: on an error it stays empty (the
+// demo used to print its tables before `--out /proc/x.svg` failed; issue 9 item 12). A write
+// that then fails (a closed pipe, a full disk) is an error with exit status 1.
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a closed pipe is a write error (EPIPE) to report, not a kill
+  std::ostringstream held;
+  std::streambuf* const stdout_buffer = std::cout.rdbuf(held.rdbuf());
+  const int status = run(argc, argv);
+  std::cout.rdbuf(stdout_buffer);
+  if (status == 2) return status;  // invalid input: nothing on stdout
+  const std::string_view text = held.view();
+  errno = 0;
+  const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+  if (!written || std::ferror(stdout)) {
+    std::fprintf(stderr, "circlerope: cannot write to standard output: %s\n",
+                 errno ? std::strerror(errno) : "write error");
+    return 1;
+  }
+  return status;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"circlerope: Circle-RoPE positions, metrics and pictures for vision-language models"};
   app.require_subcommand(1);
 
@@ -476,7 +506,7 @@ int main(int argc, char** argv) {
         print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry,
                         pos_format.empty() ? "json" : pos_format, pos_decode, pos_row);
       } else {
-        const Geometry g{pos_scheme.empty() ? Scheme::circle : parse_scheme(pos_scheme), pos_circle.config()};
+        const Geometry g{pos_scheme.empty() ? Scheme::circle : scheme_option(OptionValue::text(pos_scheme), "--scheme"), pos_circle.config()};
         print_positions(pos_source.positions(g, nullptr), g, pos_format.empty() ? "table" : pos_format,
                         pos_decode, pos_row);
       }
@@ -490,7 +520,7 @@ int main(int argc, char** argv) {
       else std::cout << metrics_table(metrics);
     } else if (*plot) {
       const std::vector<Scheme> schemes =
-          plot_schemes.empty() ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : parse_scheme(plot_scheme)}
+          plot_schemes.empty() ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : scheme_option(OptionValue::text(plot_scheme), "--scheme")}
                                : parse_scheme_list(plot_schemes);
       const RotaryConfig rotary = plot_rotary.config();
       const Resolved in = resolve(plot_source, plot_circle);
@@ -503,14 +533,14 @@ int main(int argc, char** argv) {
         json layers = json::array();
         for (int l = 0; l < p.layers(); ++l) layers.push_back(to_string(p.layer_scheme(l)));
         json distinct = json::array();
-        for (Scheme s : p.schemes) distinct.push_back(to_string(s));
+        for (Scheme s : p.schemes()) distinct.push_back(to_string(s));
         std::cout << json{{"plan", plan_spec}, {"pattern", p.pattern()}, {"layers", layers},
                           {"distinct_geometries", distinct}}.dump() << "\n";
       } else {
         std::cout << "plan " << plan_spec << ", " << p.layers() << " layers: " << p.pattern() << "\n"
-                  << p.schemes.size() << " distinct geometr" << (p.schemes.size() == 1 ? "y" : "ies")
+                  << p.schemes().size() << " distinct geometr" << (p.schemes().size() == 1 ? "y" : "ies")
                   << " (positions computed once each):";
-        for (Scheme s : p.schemes) std::cout << " " << to_string(s);
+        for (Scheme s : p.schemes()) std::cout << " " << to_string(s);
         std::cout << "\n";
       }
     } else if (*demo) {
@@ -522,7 +552,11 @@ int main(int argc, char** argv) {
     } else if (*bench_rotary_cmd) {
       check_format(rotary_format);
       if (!(rotary_seconds > 0 && rotary_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
-      if (rotary_threads < 0) throw Error("--threads must be >= 0 (got " + std::to_string(rotary_threads) + ")");
+      // The copy meter starts this many std::threads and the kernels as many OpenMP threads:
+      // 40000 aborted the process.
+      if (rotary_threads < 0 || rotary_threads > kMaxThreads)
+        throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) + "] (got " +
+                    std::to_string(rotary_threads) + "; 0 = all cores)");
       cli::RotaryBenchOptions options;
       options.seq_lens = rotary_seq_lens;
       options.dtypes.clear();
@@ -544,9 +578,10 @@ int main(int argc, char** argv) {
       return cli::run_check(check_seed, check_rounds, std::cout, std::cerr);
     }
   } catch (const std::exception& e) {  // Error, and std::bad_alloc / JSON errors just in case
-    std::cout.flush();
     std::cerr << "circlerope: " << one_line(e.what()) << "\n";
     return 2;
   }
   return 0;
 }
+
+}  // namespace

@@ -1,11 +1,19 @@
 #include "request.h"
 
 #include <algorithm>
+#include <charconv>
+#include <ostream>
 #include <cmath>
+#include <cstring>
+#include <istream>
+#include <set>
 #include <initializer_list>
+#include <limits>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "circlerope/options.h"
 
 namespace circlerope::cli {
 
@@ -17,11 +25,56 @@ namespace {
   throw Error("request." + where + ": " + what);
 }
 
+// At most about kShown characters of `value` for a message. Never dump() the whole value: a
+// deep or huge one overflowed the stack or took memory in proportion to its size (issue 9
+// item 2). Each level adds a character before it descends, so recursion stops within kShown
+// levels whatever the value's depth.
+constexpr std::size_t kShown = 40;
+
+void append_shown(const json& v, std::string& out) {
+  if (out.size() >= kShown) return;
+  switch (v.type()) {
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const json& item : v) {
+        if (out.size() >= kShown) return;
+        if (!first) out += ',';
+        first = false;
+        append_shown(item, out);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, item] : v.items()) {
+        if (out.size() >= kShown) return;
+        if (!first) out += ',';
+        first = false;
+        out += json(key.substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
+        append_shown(item, out);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::string:
+      out += json(v.get_ref<const std::string&>().substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    default: out += v.dump(); return;  // a scalar: a few characters
+  }
+}
+
 std::string shown(const json& value) {
-  std::string s = value.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  std::string s;
+  append_shown(value, s);
+  if (s.size() > kShown) s = s.substr(0, kShown - 3) + "...";
   return s;
 }
+
+// A key for a message (keys come from the request: bounded like any other value).
+std::string key_shown(const std::string& key) { return key.size() > kShown ? key.substr(0, kShown - 3) + "..." : key; }
 
 void only_keys(const json& object, const std::string& where,
                std::initializer_list<std::string_view> keys) {
@@ -30,12 +83,16 @@ void only_keys(const json& object, const std::string& where,
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
     std::string list;  // built only for the message
     for (std::string_view k : keys) list.append(list.empty() ? "" : ", ").append(k);
-    bad(where.empty() ? key : where + "." + key, "unknown key (expected one of: " + list + ")");
+    bad(where.empty() ? key_shown(key) : where + "." + key_shown(key), "unknown key (expected one of: " + list + ")");
   }
 }
 
 int64_t integer(const json& v, const std::string& where) {
   if (!v.is_number_integer()) bad(where, "expected an integer, got " + shown(v));
+  // nlohmann keeps 2^63 .. 2^64-1 as unsigned: get<int64_t>() wrapped them (18446744073709551615
+  // was read as -1; issue 9 item 7).
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    bad(where, "integer " + v.dump() + " is beyond the int64 range [-2^63, 2^63)");
   return v.get<int64_t>();
 }
 
@@ -79,26 +136,32 @@ std::vector<GridTHW> grids(const json& request, const char* key) {
   return out;
 }
 
+// A JSON value as the core's OptionValue (options.h): JSON is a typed source, so strings
+// stay strings (never read as numbers) and integers beyond int64 keep their digits.
+OptionValue option_value(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return OptionValue::null();
+    case json::value_t::boolean: return OptionValue::boolean(v.get<bool>());
+    case json::value_t::number_integer: return OptionValue::integer(v.get<int64_t>());
+    case json::value_t::number_unsigned: {
+      const auto u = v.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return OptionValue::integer(static_cast<int64_t>(u));
+      return OptionValue::big_integer(std::to_string(u));
+    }
+    case json::value_t::number_float: return OptionValue::number(v.get<double>());
+    case json::value_t::string: return OptionValue::string(v.get_ref<const std::string&>());
+    default: return OptionValue::other(shown(v));
+  }
+}
+
 VisionConfig parse_vision(const json& v) {
   VisionConfig out;
   if (v.is_null()) return out;
-  only_keys(v, "vision",
-            {"spatial_merge_size", "tokens_per_second", "vision_start_token_id", "image_token_id",
-             "video_token_id", "time"});
-  auto read_int = [&](const char* key, int64_t& field) {
-    if (v.contains(key)) field = integer(v[key], std::string("vision.") + key);
-  };
-  read_int("spatial_merge_size", out.spatial_merge_size);
-  read_int("vision_start_token_id", out.vision_start_token_id);
-  read_int("image_token_id", out.image_token_id);
-  read_int("video_token_id", out.video_token_id);
-  if (v.contains("tokens_per_second"))
-    out.tokens_per_second = number(v["tokens_per_second"], "vision.tokens_per_second");
-  if (v.contains("time")) {
-    const json& t = v["time"];
-    if (t == "seconds") out.time = TimeMode::seconds;
-    else if (t == "index") out.time = TimeMode::index;
-    else bad("vision.time", "expected \"seconds\" (Qwen2.5-VL) or \"index\" (Qwen2-VL), got " + shown(t));
+  if (!v.is_object()) bad("vision", "expected a JSON object, got " + shown(v));
+  for (const auto& [key, value] : v.items()) {
+    if (key == "compat") bad("vision.compat", "give \"compat\" at the top level of the request");
+    set_vision_option(out, key, option_value(value), "request.vision." + key_shown(key));
   }
   try {
     validate(out);
@@ -111,55 +174,12 @@ VisionConfig parse_vision(const json& v) {
 }  // namespace
 
 CircleConfig parse_circle_config(const json& c) {
-  only_keys(c, "circle",
-            {"radius", "alpha", "method", "move_to_origin", "dff_rate", "move_to_positive"});
+  if (!c.is_object()) bad("circle", "expected a JSON object, got " + shown(c));
   CircleConfig out;
   out.move_to_origin = false;  // the reference's config.get(..., False)
   if (!c.contains("radius")) bad("circle.radius", "missing (a number > 0, \"auto\" or \"auto-k\")");
-  const json& r = c["radius"];
-  if (r.is_string()) {
-    const std::string s = r.get<std::string>();
-    out.radius_mode = RadiusMode::automatic;
-    if (s != "auto") {
-      size_t used = 0;
-      try {
-        if (s.rfind("auto-", 0) != 0) throw 0;
-        out.radius_scale = std::stod(s.substr(5), &used);
-        if (used != s.size() - 5) throw 0;
-      } catch (...) {
-        bad("circle.radius", "expected a number, \"auto\" or \"auto-k\" with a number k, got " + shown(r));
-      }
-    }
-  } else {
-    out.radius = number(r, "circle.radius");
-  }
-  if (c.contains("alpha")) out.alpha = number(c["alpha"], "circle.alpha");
-  if (c.contains("method") && c["method"] != "circle")
-    bad("circle.method", "only \"circle\" is supported, got " + shown(c["method"]));
-  if (c.contains("move_to_origin")) {
-    const json& m = c["move_to_origin"];
-    if (m.is_boolean()) out.move_to_origin = m.get<bool>();
-    else if (m.is_number_integer() && (m == 0 || m == 1)) out.move_to_origin = m == 1;
-    else bad("circle.move_to_origin", "expected true or false, got " + shown(m));
-  }
-  if (c.contains("dff_rate")) {
-    const json& d = c["dff_rate"];
-    if (d.is_boolean()) out.dff_rate = d.get<bool>() ? 1.0 : 0.0;  // true means beta = 1
-    else if (!d.is_null()) out.dff_rate = number(d, "circle.dff_rate");
-  }
-  if (c.contains("move_to_positive")) {
-    const json& p = c["move_to_positive"];
-    if (p == false || p.is_null()) {
-    } else if (p == "auto") {
-      out.move_to_positive = PositiveShift::automatic;
-    } else if (p.is_number() && !p.is_boolean()) {
-      out.positive_offset = number(p, "circle.move_to_positive");
-      // the reference's `if move_to_positive:` skips a 0 entirely
-      out.move_to_positive = out.positive_offset == 0 ? PositiveShift::none : PositiveShift::offset;
-    } else {
-      bad("circle.move_to_positive", "expected false, \"auto\" or a number, got " + shown(p));
-    }
-  }
+  for (const auto& [key, value] : c.items())
+    set_circle_option(out, key, option_value(value), "request.circle." + key_shown(key));
   try {
     validate(out);
   } catch (const Error& e) {
@@ -174,19 +194,16 @@ RopeIndexInput Request::input() const {
 
 Request parse_request(const json& j) {
   only_keys(j, "",
-            {"scheme", "circle", "vision", "input_ids", "attention_mask", "image_grid_thw",
+            {"scheme", "circle", "vision", "compat", "input_ids", "attention_mask", "image_grid_thw",
              "video_grid_thw", "second_per_grid_ts"});
   Request out;
-  if (j.contains("scheme")) {
-    if (!j["scheme"].is_string()) bad("scheme", "expected a string, got " + shown(j["scheme"]));
-    try {
-      out.geometry.scheme = parse_scheme(j["scheme"].get<std::string>());
-    } catch (const Error& e) {
-      bad("scheme", e.what());
-    }
-  }
+  if (j.contains("scheme")) out.geometry.scheme = scheme_option(option_value(j["scheme"]), "request.scheme");
   if (j.contains("circle") && !j["circle"].is_null()) out.geometry.circle = parse_circle_config(j["circle"]);
   out.vision = parse_vision(j.contains("vision") ? j["vision"] : json());
+  // Which transformers behaviour to reproduce: a property of the request, not of the model's
+  // constants, so it sits at the top level (VisionConfig carries it in the core).
+  if (j.contains("compat") && !j["compat"].is_null())
+    set_vision_option(out.vision, "compat", option_value(j["compat"]), "request.compat");
   if (!j.contains("input_ids")) bad("input_ids", "missing");
   out.input_ids = matrix(j["input_ids"], "input_ids", out.batch, out.seq_len);
   if (j.contains("attention_mask") && !j["attention_mask"].is_null()) {
@@ -214,36 +231,128 @@ Request parse_request(const json& j) {
 }
 
 Request parse_request_text(const std::string& text) {
+  if (text.size() > kMaxRequestBytes)
+    throw Error("request is " + std::to_string(text.size()) + " bytes, more than the limit of " +
+                std::to_string(kMaxRequestBytes) + " (64 MiB)");
+  // nlohmann stops at a NUL and ignored everything after it (issue 9 item 7).
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error("request has a NUL byte at offset " + std::to_string(nul) + " (a request is JSON text)");
+  // Checked while parsing, before any deep or huge value exists: nesting depth, duplicate
+  // keys (the last one silently won), the number of values.
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::size_t values = 0;
+  const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= kMaxJsonDepth)
+          throw Error("request nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        if (event == json::parse_event_t::object_start) keys.emplace_back();
+        break;
+      case json::parse_event_t::object_end: keys.pop_back(); break;
+      case json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!keys.back().insert(key).second)
+          throw Error("request has the key " + shown(parsed) + " twice in one object");
+        break;
+      }
+      case json::parse_event_t::value:
+        if (++values > kMaxRequestValues)
+          throw Error("request holds more than " + std::to_string(kMaxRequestValues) + " values, the limit");
+        break;
+      default: break;
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(text);
+    j = json::parse(text, check);
   } catch (const json::exception& e) {  // syntax errors, number overflow
-    throw Error("request is not valid JSON: " + std::string(e.what()));
+    // nlohmann quotes the offending token whole (a 100 kB number literal, say): cut it.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 197) + "...";
+    throw Error("request is not valid JSON: " + what);
   }
   return parse_request(j);
 }
 
-json positions_json(const Positions& p, int64_t decode) {
-  auto cube = [](const float* data, int64_t batch, int64_t len) {
-    json axes = json::array();
-    for (int axis = 0; axis < 3; ++axis) {
-      json rows = json::array();
-      for (int64_t b = 0; b < batch; ++b) {
-        const float* row = data + (axis * batch + b) * len;
-        rows.push_back(std::vector<double>(row, row + len));
-      }
-      axes.push_back(std::move(rows));
-    }
-    return axes;
-  };
-  json out;
-  out["position_ids"] = cube(p.position_ids.data(), p.batch, p.seq_len);
-  out["rope_deltas"] = std::vector<double>(p.rope_deltas.begin(), p.rope_deltas.end());
-  if (decode > 0) {
-    const std::vector<float> d = decode_positions(p.rope_deltas, p.seq_len, decode);
-    out["decode_position_ids"] = cube(d.data(), p.batch, decode);
+std::string read_request(std::istream& in, const std::string& name) {
+  std::string text;
+  char buffer[1 << 16];
+  while (in) {
+    in.read(buffer, sizeof buffer);
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (const void* nul = std::memchr(buffer, '\0', got))
+      throw Error("request " + name + " has a NUL byte at offset " +
+                  std::to_string(text.size() + static_cast<std::size_t>(static_cast<const char*>(nul) - buffer)) +
+                  " (a request is JSON text)");
+    if (text.size() + got > kMaxRequestBytes)
+      throw Error("request " + name + " is more than " + std::to_string(kMaxRequestBytes) +
+                  " bytes (64 MiB), the limit");
+    text.append(buffer, got);
   }
-  return out;
+  if (in.bad()) throw Error("cannot read request " + name);
+  return text;
+}
+
+void write_positions_json(std::ostream& out, const Positions& p, int64_t decode) {
+  // Everything that can fail happens before the first byte is written (issue 9 item 12).
+  if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
+  const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
+  // Under a transformers compat mode, integer schemes are written as integers, as
+  // transformers returns int64 (Circle-RoPE positions stay fractional).
+  const bool integers = p.compat != Compat::none && p.scheme != Scheme::circle;
+  // Streamed, not built as a JSON document: at kMaxTokens tokens a document of the positions
+  // took gigabytes (issue 9 item 11). Numbers are written as nlohmann writes them: the
+  // shortest text that reads back as the same double, with ".0" on integral values.
+  std::string line;
+  auto number = [&](float v) {
+    char buffer[32];
+    if (integers) {  // exact: every such position is an integer below 2^24
+      const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, static_cast<int64_t>(v));
+      line.append(buffer, end);
+      return;
+    }
+    const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(v));
+    const std::string_view text(buffer, static_cast<std::size_t>(end - buffer));
+    line.append(text);
+    if (text.find_first_of(".en") == std::string_view::npos) line.append(".0");
+  };
+  auto cube = [&](const float* data, int64_t batch, int64_t len) {
+    line += '[';
+    for (int axis = 0; axis < 3; ++axis) {
+      line += axis ? ",[" : "[";
+      for (int64_t b = 0; b < batch; ++b) {
+        line += b ? ",[" : "[";
+        const float* row = data + (axis * batch + b) * len;
+        for (int64_t s = 0; s < len; ++s) {
+          if (s) line += ',';
+          number(row[s]);
+          if (line.size() > (1 << 16)) {
+            out << line;
+            line.clear();
+          }
+        }
+        line += ']';
+      }
+      line += ']';
+    }
+    line += ']';
+  };
+  line += "{\"position_ids\":";
+  cube(p.position_ids.data(), p.batch, p.seq_len);
+  line += ",\"rope_deltas\":[";
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (b) line += ',';
+    number(p.rope_deltas[static_cast<std::size_t>(b)]);
+  }
+  line += ']';
+  if (decode > 0) {
+    line += ",\"decode_position_ids\":";
+    cube(next.data(), p.batch, decode);
+  }
+  line += "}\n";
+  out << line;
 }
 
 }  // namespace circlerope::cli

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <random>
 #include <ostream>
 #include <sstream>
@@ -99,8 +100,9 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
   const RotaryConfig rotary;  // Qwen2.5-VL: theta 1e6, D 128, chunked [16, 24, 24], neox
   const AgePlan plan = make_age_plan("alternate", kLayers);
   const AgePositions positions = age_rope_index(input, vision, plan, circle);
-  RotaryPlan tables;
-  const double table_s = 1e-9 * median_ns([&] { tables = make_rotary_plan(positions, rotary); }, 0.05);
+  std::optional<RotaryPlan> built;  // a plan has no empty state (AgePlan is valid by construction)
+  const double table_s = 1e-9 * median_ns([&] { built.emplace(make_rotary_plan(positions, rotary)); }, 0.05);
+  const RotaryPlan& tables = *built;
 
   const std::int64_t B = input.batch, S = input.seq_len;
   std::mt19937_64 rng(2505'16416);

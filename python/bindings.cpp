@@ -1,8 +1,9 @@
 // circlerope._core: the parts of the core the Python package needs besides the tensor
 // operators (those live in the TORCH_LIBRARY library, torch/ops.cpp): config validation,
 // AGE plans, coupling metrics (PTD, RoPE kernel deviation) and token-free layouts.
-// No torch here: arrays arrive as NumPy arrays, configs as the scalar tuples of
-// torch/config_args.h. circlerope::Error derives from std::invalid_argument, which pybind11
+// No torch here: arrays arrive as NumPy arrays; configs arrive as the user's raw values, which
+// the core's setters read (circlerope/options.h), and live on as canonical tuples that the
+// operators read back with the same setters. circlerope::Error derives from std::invalid_argument, which pybind11
 // raises as ValueError with the core's message.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -13,9 +14,9 @@
 #include <vector>
 
 #include "circlerope/age.h"
+#include "circlerope/options.h"
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
-#include "config_args.h"
 
 namespace py = pybind11;
 namespace cr = circlerope;
@@ -25,21 +26,125 @@ namespace {
 using Int64Array = py::array_t<std::int64_t, py::array::c_style>;
 using DoubleArray = py::array_t<double, py::array::c_style>;
 
-// The tuples' element types are the argument types of the config_args.h functions;
-// pybind11 checks the length and each element's type.
+// A Python value as the core's OptionValue: telling the types apart is all the binding does;
+// the core reads and judges every value (circlerope/options.h). Numpy scalars and one-element
+// tensors arrive as Python scalars (__init__.py calls .item()).
+cr::OptionValue option_value(py::handle v) {
+  const std::string shown = py::repr(v).cast<std::string>();
+  cr::OptionValue out = cr::OptionValue::null();
+  if (v.is_none()) {
+  } else if (py::isinstance<py::bool_>(v)) {
+    out = cr::OptionValue::boolean(v.cast<bool>());
+  } else if (PyLong_Check(v.ptr())) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    out = overflow ? cr::OptionValue::big_integer(py::str(v).cast<std::string>()) : cr::OptionValue::integer(x);
+  } else if (PyFloat_Check(v.ptr())) {
+    out = cr::OptionValue::number(PyFloat_AsDouble(v.ptr()));
+  } else if (py::isinstance<py::str>(v)) {
+    out = cr::OptionValue::string(v.cast<std::string>());
+  } else if (py::isinstance<py::tuple>(v) || py::isinstance<py::list>(v)) {
+    std::vector<std::int64_t> values;
+    bool integers = true;
+    for (py::handle item : v) {
+      int overflow = 0;
+      if (!PyLong_Check(item.ptr()) || py::isinstance<py::bool_>(item)) {
+        integers = false;
+        break;
+      }
+      values.push_back(PyLong_AsLongLongAndOverflow(item.ptr(), &overflow));
+      if (overflow) {
+        integers = false;
+        break;
+      }
+    }
+    out = integers ? cr::OptionValue::integers(std::move(values)) : cr::OptionValue::other(shown);
+  } else {
+    out = cr::OptionValue::other(shown);
+  }
+  out.shown_as(shown);
+  return out;
+}
+
+// The canonical tuples the Python classes keep and pass to the operators (torch/ops.cpp reads
+// them with the same setters): circle (radius text, alpha, move_to_origin, dff_rate,
+// move_to_positive text), vision (merge size, tokens/s, three ids, time), rotary (theta,
+// rotary_dim, layout, sections).
+py::tuple circle_args(const cr::CircleConfig& c) {
+  return py::make_tuple(cr::radius_text(c), c.alpha, c.move_to_origin, c.dff_rate, cr::move_to_positive_text(c));
+}
+
+cr::CircleConfig circle_config(py::handle radius, py::handle alpha, py::handle move_to_origin,
+                               py::handle dff_rate, py::handle move_to_positive) {
+  cr::CircleConfig c;
+  const std::pair<const char*, py::handle> fields[] = {{"radius", radius}, {"alpha", alpha},
+                                                       {"move_to_origin", move_to_origin}, {"dff_rate", dff_rate},
+                                                       {"move_to_positive", move_to_positive}};
+  for (const auto& [key, value] : fields)
+    cr::set_circle_option(c, key, option_value(value), std::string("CircleConfig.") + key);
+  cr::validate(c);
+  return c;
+}
+
+// The canonical tuple back, as the operators read it: radius and move_to_positive are text.
 cr::CircleConfig circle_from(const py::tuple& t) {
-  return std::apply(&cr::args::circle,
-                    t.cast<std::tuple<std::string, double, double, double, bool, double, std::string, double>>());
+  if (t.size() != 5) throw cr::Error("circle: expected the 5 values of CircleConfig._args()");
+  cr::CircleConfig c;
+  cr::set_circle_option(c, "radius", cr::OptionValue::text(t[0].cast<std::string>()), "radius");
+  cr::set_circle_option(c, "alpha", option_value(t[1]), "alpha");
+  cr::set_circle_option(c, "move_to_origin", option_value(t[2]), "move_to_origin");
+  cr::set_circle_option(c, "dff_rate", option_value(t[3]), "dff_rate");
+  cr::set_circle_option(c, "move_to_positive", cr::OptionValue::text(t[4].cast<std::string>()), "move_to_positive");
+  cr::validate(c);
+  return c;
+}
+
+cr::VisionConfig vision_config(py::handle spatial_merge_size, py::handle tokens_per_second,
+                               py::handle vision_start_token_id, py::handle image_token_id,
+                               py::handle video_token_id, py::handle time) {
+  cr::VisionConfig v;
+  const std::pair<const char*, py::handle> fields[] = {
+      {"spatial_merge_size", spatial_merge_size}, {"tokens_per_second", tokens_per_second},
+      {"vision_start_token_id", vision_start_token_id}, {"image_token_id", image_token_id},
+      {"video_token_id", video_token_id}, {"time", time}};
+  for (const auto& [key, value] : fields)
+    cr::set_vision_option(v, key, option_value(value), std::string("VisionConfig.") + key);
+  cr::validate(v);
+  return v;
+}
+
+py::tuple vision_args(const cr::VisionConfig& v) {
+  return py::make_tuple(v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
+                        v.video_token_id, std::string(cr::to_string(v.time)));
 }
 
 cr::VisionConfig vision_from(const py::tuple& t) {
-  return std::apply(&cr::args::vision,
-                    t.cast<std::tuple<std::int64_t, double, std::int64_t, std::int64_t, std::int64_t, std::string>>());
+  if (t.size() != 6) throw cr::Error("vision: expected the 6 values of VisionConfig._args()");
+  return vision_config(t[0], t[1], t[2], t[3], t[4], t[5]);
+}
+
+// rotary_dim None means 2 * sum(sections), the Python API's default.
+cr::RotaryConfig rotary_config(py::handle sections, py::handle theta, py::handle layout, py::handle rotary_dim) {
+  cr::RotaryConfig r;
+  cr::set_rotary_option(r, "sections", option_value(sections), "RotaryConfig.sections");
+  cr::set_rotary_option(r, "theta", option_value(theta), "RotaryConfig.theta");
+  cr::set_rotary_option(r, "layout", option_value(layout), "RotaryConfig.layout");
+  const std::int64_t sum = std::int64_t{r.sections[0]} + r.sections[1] + r.sections[2];
+  cr::set_rotary_option(r, "rotary_dim",
+                        rotary_dim.is_none() ? cr::OptionValue::integer(2 * sum) : option_value(rotary_dim),
+                        "RotaryConfig.rotary_dim");
+  cr::validate(r);
+  return r;
+}
+
+py::tuple rotary_args(const cr::RotaryConfig& r) {
+  return py::make_tuple(r.theta, r.rotary_dim, std::string(cr::to_string(r.layout)),
+                        std::vector<int>(r.sections.begin(), r.sections.end()));
 }
 
 cr::RotaryConfig rotary_from(const py::tuple& t) {
-  return std::apply(&cr::args::rotary,
-                    t.cast<std::tuple<double, std::int64_t, std::string, std::vector<std::int64_t>>>());
+  if (t.size() != 4) throw cr::Error("rotary: expected the 4 values of RotaryConfig._args()");
+  return rotary_config(t[3], t[0], t[2], t[1]);
 }
 
 std::vector<cr::GridTHW> grids_from(const std::optional<Int64Array>& a, const char* name) {
@@ -84,7 +189,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
                        const std::optional<Int64Array>& image_grid_thw,
                        const std::optional<Int64Array>& video_grid_thw,
                        const std::optional<DoubleArray>& second_per_grid_ts,
-                       const std::string& scheme, const py::tuple& circle,
+                       py::handle scheme, const py::tuple& circle,
                        const py::tuple& vision, const py::tuple& rotary) {
   if (input_ids.ndim() != 2) throw cr::Error("input_ids must be 2-D [batch, seq_len]");
   const std::int64_t batch = input_ids.shape(0), seq_len = input_ids.shape(1);
@@ -101,22 +206,32 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
   std::span<const double> seconds;
   if (second_per_grid_ts)
     seconds = {second_per_grid_ts->data(), static_cast<std::size_t>(second_per_grid_ts->size())};
-  const cr::Geometry geometry{cr::parse_scheme(scheme), circle_from(circle)};
+  // Every Python object is read before the GIL is released: vision_from() touches Python
+  // objects, which without the GIL crashed (issue 9 item 1).
+  const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
+  const cr::VisionConfig vision_config = vision_from(vision);
   const cr::RotaryConfig rot = rotary_from(rotary);
   const cr::RopeIndexInput in{{input_ids.data(), static_cast<std::size_t>(input_ids.size())},
                               batch, seq_len, mask, images, videos, seconds};
   cr::Positions positions;
   {
-    py::gil_scoped_release released;
-    positions = cr::rope_index(in, vision_from(vision), geometry);
+    py::gil_scoped_release released;  // only C++ values from here on
+    positions = cr::rope_index(in, vision_config, geometry);
   }
-  return metrics_dict(cr::coupling_metrics(positions, geometry.scheme, rot));
+  return metrics_dict(cr::coupling_metrics(positions, rot));
 }
 
-py::tuple layout_positions(const std::string& layout, const std::string& scheme,
-                           const py::tuple& circle, const py::tuple& vision) {
-  const cr::Geometry geometry{cr::parse_scheme(scheme), circle_from(circle)};
-  const cr::Positions p = cr::layout_positions(cr::parse_layout(layout), vision_from(vision), geometry);
+// Strings arrive as Python objects (a str parameter would make pybind11 raise TypeError for
+// anything else; every invalid argument is a ValueError).
+std::string text_of(py::handle v, const char* name) {
+  if (!py::isinstance<py::str>(v)) throw cr::Error(std::string(name) + " must be a string (got " + option_value(v).shown() + ")");
+  return v.cast<std::string>();
+}
+
+py::tuple layout_positions(py::handle layout, py::handle scheme, const py::tuple& circle, const py::tuple& vision) {
+  const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
+  const cr::Positions p =
+      cr::layout_positions(cr::parse_layout(text_of(layout, "layout")), vision_from(vision), geometry);
   py::array_t<float> pos({std::int64_t{3}, std::int64_t{1}, p.seq_len});
   std::copy(p.position_ids.begin(), p.position_ids.end(), pos.mutable_data());
   py::array_t<float> deltas({std::int64_t{1}, std::int64_t{1}});
@@ -124,11 +239,12 @@ py::tuple layout_positions(const std::string& layout, const std::string& scheme,
   return py::make_tuple(pos, deltas);
 }
 
-py::dict layout_metrics(const std::string& layout, const std::string& scheme,
-                        const py::tuple& circle, const py::tuple& vision, const py::tuple& rotary) {
-  const cr::Geometry geometry{cr::parse_scheme(scheme), circle_from(circle)};
-  const cr::Positions p = cr::layout_positions(cr::parse_layout(layout), vision_from(vision), geometry);
-  return metrics_dict(cr::coupling_metrics(p, geometry.scheme, rotary_from(rotary)));
+py::dict layout_metrics(py::handle layout, py::handle scheme, const py::tuple& circle, const py::tuple& vision,
+                        const py::tuple& rotary) {
+  const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
+  const cr::Positions p =
+      cr::layout_positions(cr::parse_layout(text_of(layout, "layout")), vision_from(vision), geometry);
+  return metrics_dict(cr::coupling_metrics(p, rotary_from(rotary)));
 }
 
 }  // namespace
@@ -136,31 +252,44 @@ py::dict layout_metrics(const std::string& layout, const std::string& scheme,
 PYBIND11_MODULE(_core, m) {
   m.doc() = "circlerope core: configs, AGE plans and coupling metrics (no torch)";
   m.attr("__version__") = CIRCLEROPE_VERSION;
-  m.def("validate_circle", [](const py::tuple& t) { circle_from(t); });
-  m.def("validate_vision", [](const py::tuple& t) { vision_from(t); });
-  m.def("validate_rotary", [](const py::tuple& t) { rotary_from(t); });
+  // Raw Python values in, the canonical tuple out (or ValueError naming the value).
+  m.def("circle_config", [](py::object radius, py::object alpha, py::object move_to_origin, py::object dff_rate,
+                            py::object move_to_positive) {
+    return circle_args(circle_config(radius, alpha, move_to_origin, dff_rate, move_to_positive));
+  });
+  m.def("vision_config", [](py::object merge, py::object tps, py::object start, py::object image, py::object video,
+                            py::object time) {
+    return vision_args(vision_config(merge, tps, start, image, video, time));
+  });
+  m.def("rotary_config", [](py::object sections, py::object theta, py::object layout, py::object rotary_dim) {
+    return rotary_args(rotary_config(sections, theta, layout, rotary_dim));
+  });
   m.def("validate_scheme", [](const std::string& s) { cr::parse_scheme(s); });
   m.def(
       "age_plan",
-      [](const std::string& spec, int layers) {
-        const cr::AgePlan plan = cr::make_age_plan(spec, layers);
+      [](py::object spec, py::object layers) {
+        if (!py::isinstance<py::str>(spec))
+          throw cr::Error("AgePlan spec must be a string (got " + option_value(spec).shown() + ")");
+        const cr::AgePlan plan(spec.cast<std::string>(), cr::integer_option(option_value(layers), "AgePlan layers"));
         std::vector<std::string> schemes;
-        for (cr::Scheme s : plan.schemes) schemes.emplace_back(cr::to_string(s));
-        return py::make_tuple(plan.pattern(), schemes, plan.layer_geometry);
+        std::vector<int> geometry;
+        for (cr::Scheme s : plan.schemes()) schemes.emplace_back(cr::to_string(s));
+        for (int l = 0; l < plan.layers(); ++l) geometry.push_back(plan.layer_geometry(l));
+        return py::make_tuple(plan.pattern(), schemes, geometry);
       },
       py::arg("spec"), py::arg("layers"));
   m.def("batch_metrics", &batch_metrics);
   m.def("layout_metrics", &layout_metrics);
   m.def("layout_positions", &layout_positions);
-  m.def("decode_positions", [](const py::array_t<float, py::array::c_style>& deltas,
-                                std::int64_t first, std::int64_t count) {
-    const std::vector<float> v = cr::decode_positions(
-        {deltas.data(), static_cast<std::size_t>(deltas.size())}, first, count);
-    py::array_t<float> out({std::int64_t{3}, static_cast<std::int64_t>(deltas.size()), count});
+  m.def("decode_positions", [](const py::array_t<float, py::array::c_style>& deltas, py::handle first,
+                                py::handle count) {
+    const std::int64_t f = cr::integer_option(option_value(first), "cache_position");
+    const std::int64_t n = cr::integer_option(option_value(count), "count");
+    const std::span<const float> d(deltas.data(), static_cast<std::size_t>(deltas.size()));
+    const std::vector<float> v = cr::decode_positions(d, f, n);  // checks (and names) the sizes first
+    py::array_t<float> out({std::int64_t{3}, static_cast<std::int64_t>(deltas.size()), n});
     std::copy(v.begin(), v.end(), out.mutable_data());
     return out;
   });
-  m.def("format_layout", [](const std::string& layout) {
-    return cr::format_layout(cr::parse_layout(layout));
-  });
+  m.def("format_layout", [](py::handle layout) { return cr::format_layout(cr::parse_layout(text_of(layout, "layout"))); });
 }

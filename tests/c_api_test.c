@@ -81,8 +81,9 @@ static void test_defaults(void) {
   CHECK(v.image_token_id == kImg);
   CHECK(v.video_token_id == kVid);
   CHECK(v.time_is_index == 0);
-  crp_circle_config_default(NULL); /* must not crash */
-  crp_vision_config_default(NULL);
+  CHECK(v.compat == CRP_COMPAT_NONE);
+  CHECK(crp_circle_config_default(NULL) == CRP_INVALID_ARGUMENT); /* must not crash */
+  CHECK(crp_vision_config_default(NULL) == CRP_INVALID_ARGUMENT);
 }
 
 static void test_mrope_hand_values(void) {
@@ -206,6 +207,44 @@ static void test_video_seconds_and_index_time(void) {
   CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK);
   static const float t_default[6] = {0, 1, 3, 5, 7, 8};
   for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_default[s]);
+}
+
+/* issue 11: the transformers behaviours through C. The video above with s = 0.7: 4.52 and
+ * later truncate s to 0 before f * s * tps, so every frame has tau = 0 and the text after
+ * the video continues at 2 + 1; under 5.3 the padded value is 0. */
+static void test_compat_modes(void) {
+  static const int64_t ids[6] = {kStart, kVid, kVid, kVid, kVid, 5};
+  static const int64_t videos[3] = {4, 2, 2};
+  static const double secs[1] = {0.7};
+  crp_rope_index_input in = one_video_row(ids, 6, videos, secs);
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[18], deltas[1];
+  char err[256];
+  CHECK_MSG(crp_vision_config_set(&v, "compat", "hf-4.52", err, sizeof err) == CRP_OK, err);
+  CHECK(v.compat == CRP_COMPAT_HF_4_52);
+  CHECK_MSG(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  static const float t_truncated[6] = {0, 1, 1, 1, 1, 2};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_truncated[s]);
+  CHECK(deltas[0] == 3.0f - 6.0f);
+  /* a left-padded row under 5.3: the pad gets 0, the delta counts the 5 real tokens */
+  static const int64_t mask[6] = {0, 1, 1, 1, 1, 1};
+  static const int64_t padded_ids[6] = {0, kStart, kVid, kVid, kVid, 5};
+  static const int64_t three_frames[3] = {3, 2, 2};
+  crp_rope_index_input p = one_video_row(padded_ids, 6, three_frames, NULL);
+  p.attention_mask = mask;
+  v.compat = CRP_COMPAT_HF_5_3;
+  CHECK_MSG(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  /* tau = 0, 2, 4 with s = 1.0; the text after the video at start 1 + max(h, w)/m = 2 */
+  static const float t_53[6] = {0, 0, 1, 3, 5, 2};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_53[s]);
+  CHECK(deltas[0] == 5.0f + 1.0f - 5.0f);
+  v.compat = 7;
+  CHECK(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "compat"), err);
+  v.compat = CRP_COMPAT_NONE;
+  CHECK(crp_vision_config_set(&v, "compat", "hf-4.50", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "hf-4.50"), err);
 }
 
 static void test_errors_and_truncation(void) {
@@ -379,16 +418,171 @@ static void regression_size_overflow(void) {
         CRP_INVALID_ARGUMENT);
 }
 
+/* Options from text, with the grammar every front end shares (issue 9 item 7): an engine
+ * reading a model's config passes each value's text. */
+static void test_options_from_text(void) {
+  crp_circle_config c;
+  crp_circle_config_default(&c);
+  char err[256];
+  CHECK_MSG(crp_circle_config_set(&c, "radius", "auto-2.5", err, sizeof err) == CRP_OK, err);
+  CHECK(c.radius_auto == 1 && c.radius_scale == 2.5);
+  CHECK_MSG(crp_circle_config_set(&c, "radius", "12", err, sizeof err) == CRP_OK, err);
+  CHECK(c.radius_auto == 0 && c.radius == 12.0);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "auto", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_AUTO);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "3", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_OFFSET && c.positive_offset == 3.0);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "0", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_NONE);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "false", err, sizeof err) == CRP_OK);
+  CHECK(c.move_to_positive == CRP_POSITIVE_NONE);
+  CHECK(crp_circle_config_set(&c, "alpha", "0.25", err, sizeof err) == CRP_OK && c.alpha == 0.25);
+  CHECK(crp_circle_config_set(&c, "move_to_origin", "false", err, sizeof err) == CRP_OK && c.move_to_origin == 0);
+  CHECK(crp_circle_config_set(&c, "dff_rate", "true", err, sizeof err) == CRP_OK && c.dff_rate == 1.0);
+  /* refused, naming the key and the text; the config is left as it was */
+  const crp_circle_config before = c;
+  static const char* bad_radius[] = {"auto-0x1p1", "auto- 2", "auto-2_0", "0x10", "inf", "nan", "", " 5", "5 "};
+  for (size_t i = 0; i < sizeof bad_radius / sizeof *bad_radius; ++i) {
+    CHECK(crp_circle_config_set(&c, "radius", bad_radius[i], err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(contains(err, "radius must be a finite number > 0"), err);
+  }
+  CHECK(crp_circle_config_set(&c, "alpha", "1.5", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "alpha must be in [0, 1] (got 1.5)"), err);
+  CHECK(crp_circle_config_set(&c, "move_to_positive", "true", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_circle_config_set(&c, "colour", "red", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "colour is not a Circle-RoPE option"), err);
+  CHECK(memcmp(&before, &c, sizeof c) == 0);
+  CHECK(crp_circle_config_set(NULL, "radius", "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_circle_config_set(&c, NULL, "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_circle_config_set(&c, "radius", NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  /* an invalid enum value in the struct is reported, not cast */
+  c.move_to_positive = 7;
+  CHECK(crp_circle_config_set(&c, "alpha", "0.5", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "crp_positive_shift"), err);
+
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  CHECK(crp_vision_config_set(&v, "time", "index", err, sizeof err) == CRP_OK && v.time_is_index == 1);
+  CHECK(crp_vision_config_set(&v, "spatial_merge_size", "3", err, sizeof err) == CRP_OK && v.spatial_merge_size == 3);
+  CHECK(crp_vision_config_set(&v, "image_token_id", "9223372036854775808", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "9223372036854775808"), err);
+  CHECK(crp_vision_config_set(&v, "spatial_merge_size", "2.0", err, sizeof err) == CRP_INVALID_ARGUMENT);
+
+  int scheme = -1;
+  CHECK(crp_scheme_parse("mrope", &scheme, err, sizeof err) == CRP_OK && scheme == CRP_SCHEME_MROPE);
+  CHECK(crp_scheme_parse("MRoPE", &scheme, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "unknown scheme 'MRoPE'"), err);
+  /* the enum keeps the ABI values of the old magic int */
+  CHECK(CRP_POSITIVE_NONE == 0 && CRP_POSITIVE_AUTO == 1 && CRP_POSITIVE_OFFSET == 2);
+}
+
+/* Issue 9 item 4: batch = 2^62 with seq_len = 0 passed the product check (0 tokens) and the
+ * core then wrote 2^62 rope_deltas: a segfault. batch and seq_len are bounded each on its own. */
+static void regression_batch_without_tokens(void) {
+  crp_rope_index_input in;
+  memset(&in, 0, sizeof in);
+  in.batch = (int64_t)1 << 62;
+  in.seq_len = 0;
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[3], deltas[4];
+  char err[256];
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "4611686018427387904"), err);
+  in.batch = 0;
+  in.seq_len = (int64_t)1 << 62;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  in.batch = CRP_MAX_TOKENS + 1;
+  in.seq_len = 0;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "16777216"), err);
+  const float d[1] = {0.0f};
+  CHECK(crp_decode_positions(d, 1, 0, (int64_t)1 << 30, pos, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "1073741824"), err);
+}
+
+/* Issue 9 item 8: NaN deltas gave NaN positions. */
+static void regression_non_finite_deltas(void) {
+  const float deltas[2] = {0.5f, NAN};
+  float out[3 * 2 * 2];
+  char err[256];
+  fill_nan(out, 12);
+  out[0] = 7.0f;
+  CHECK(crp_decode_positions(deltas, 2, 3, 2, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "rope_deltas[1] = nan is not finite"), err);
+  CHECK(out[0] == 7.0f); /* nothing written */
+  const float inf[1] = {INFINITY};
+  CHECK(crp_decode_positions(inf, 1, 3, 2, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
+}
+
+/* Issue 9 item 14: on failure nothing is written (row 0 was, before row 1 failed). */
+static void regression_nothing_written_on_failure(void) {
+  crp_rope_index_input in = small_batch();
+  static const int64_t short_grid[6] = {1, 4, 4, 1, 4, 4}; /* row 1's block holds 2 tokens, not 4 */
+  in.image_grid_thw = short_grid;
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  float pos[48], deltas[2];
+  char err[256];
+  for (int i = 0; i < 48; ++i) pos[i] = -7.0f;
+  deltas[0] = deltas[1] = -7.0f;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  int untouched = deltas[0] == -7.0f && deltas[1] == -7.0f;
+  for (int i = 0; i < 48; ++i) untouched = untouched && pos[i] == -7.0f;
+  CHECK_MSG(untouched, err);
+}
+
+/* The C API's completeness (issue 9): a version query, AGE plans, statuses everywhere. */
+static void test_version_plans_and_statuses(void) {
+  int major = -1, minor = -1, patch = -1;
+  CHECK(crp_version(&major, &minor, &patch) == CRP_OK);
+  CHECK(major == CRP_VERSION_MAJOR && minor == CRP_VERSION_MINOR && patch == CRP_VERSION_PATCH);
+  CHECK(crp_version(NULL, NULL, NULL) == CRP_OK);
+  CHECK(crp_circle_config_default(NULL) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_vision_config_default(NULL) == CRP_INVALID_ARGUMENT);
+
+  char err[256];
+  crp_age_plan* plan = NULL;
+  CHECK_MSG(crp_age_plan_create("alternate", 5, &plan, err, sizeof err) == CRP_OK, err);
+  int layers = 0, geometries = 0, scheme = -1, geometry = -1;
+  CHECK(crp_age_plan_size(plan, &layers, &geometries, err, sizeof err) == CRP_OK);
+  CHECK(layers == 5 && geometries == 2);
+  CHECK(crp_age_plan_geometry(plan, 0, &scheme, err, sizeof err) == CRP_OK && scheme == CRP_SCHEME_CIRCLE);
+  CHECK(crp_age_plan_geometry(plan, 1, &scheme, err, sizeof err) == CRP_OK && scheme == CRP_SCHEME_MROPE);
+  CHECK(crp_age_plan_geometry(plan, 2, &scheme, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "geometry 2 is out of range"), err);
+  static const int want[5] = {0, 1, 0, 1, 0};
+  for (int l = 0; l < 5; ++l) CHECK(crp_age_plan_layer(plan, l, &geometry, err, sizeof err) == CRP_OK && geometry == want[l]);
+  CHECK(crp_age_plan_layer(plan, 5, &geometry, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "layer 5 is out of range"), err);
+  CHECK(crp_age_plan_destroy(plan) == CRP_OK);
+  CHECK(crp_age_plan_destroy(NULL) == CRP_OK);
+  crp_age_plan* bad = (crp_age_plan*)&bad;
+  CHECK(crp_age_plan_create("CMX", 4, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT && bad == NULL);
+  CHECK_MSG(contains(err, "'X'"), err);
+  CHECK(crp_age_plan_create("all", 0, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_age_plan_create("all", (int64_t)1 << 40, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "1099511627776"), err);
+  CHECK(crp_age_plan_create(NULL, 4, &bad, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_age_plan_size(NULL, &layers, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
   test_vanilla_unordered_and_circle();
   test_video_seconds_and_index_time();
+  test_compat_modes();
   test_errors_and_truncation();
   test_null_arguments();
   test_decode();
   regression_unknown_scheme();
   regression_size_overflow();
+  test_options_from_text();
+  regression_batch_without_tokens();
+  regression_non_finite_deltas();
+  regression_nothing_written_on_failure();
+  test_version_plans_and_statuses();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

@@ -56,6 +56,8 @@ int main(void) {
   crp_circle_config_default(&circle);
   float pos[3 * S], deltas[1];
   CHECK_MSG(crp_rope_index(&in, &vision, CRP_SCHEME_CIRCLE, &circle, pos, deltas, err, sizeof err) == CRP_OK, err);
+  float pos2[3 * S]; /* pos is spoiled by an error test below */
+  memcpy(pos2, pos, sizeof pos);
 
   crp_rotary_config config;
   crp_rotary_config_default(&config);
@@ -137,7 +139,122 @@ int main(void) {
   CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
   CHECK(crp_rotary_table_create(NULL, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
 
-  crp_rotary_table_destroy(table);
+  /* Issue 9 item 5: sections whose sum wraps in int (2147483647 + 2147483647 + 66 == 64 for
+   * rotary dim 128) were accepted; every frequency then read the temporal axis. */
+  crp_rotary_config wrap;
+  crp_rotary_config_default(&wrap);
+  wrap.sections[0] = 2147483647, wrap.sections[1] = 2147483647, wrap.sections[2] = 66;
+  other = NULL;
+  CHECK(crp_rotary_table_create(&wrap, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "[2147483647, 2147483647, 66]") != NULL, err);
+  CHECK(other == NULL);
+  /* the same values from text, with the grammar every front end shares */
+  crp_rotary_config_default(&wrap);
+  CHECK_MSG(crp_rotary_config_set(&wrap, "sections", "2147483647,2147483647,66", err, sizeof err) == CRP_OK, err);
+  CHECK(crp_rotary_table_create(&wrap, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  crp_rotary_config_default(&wrap);
+  CHECK(crp_rotary_config_set(&wrap, "sections", "2147483648,0,64", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK(crp_rotary_config_set(&wrap, "theta", "0x1p20", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err, "theta must be a decimal number (got '0x1p20')") != NULL, err);
+  CHECK(crp_rotary_config_set(&wrap, "layout", "interleaved", err, sizeof err) == CRP_OK);
+  CHECK(wrap.layout == CRP_LAYOUT_INTERLEAVED);
+  CHECK(crp_rotary_config_set(&wrap, "sections", "24,20,20", err, sizeof err) == CRP_OK);
+  CHECK(wrap.sections[0] == 24 && wrap.sections[1] == 20 && wrap.sections[2] == 20);
+
+  /* Issue 9 item 6: only the outs' data pointers were compared, so out[1] = out[0] + 1 float
+   * returned success and 511 of 512 results were wrong. The byte sets are compared now. */
+  {
+    static float over[S * HQ * D + 1];
+    crp_head_tensor outs2[2] = {bshd(over, CRP_DTYPE_FLOAT32, HQ), bshd(over + 1, CRP_DTYPE_FLOAT32, HQ)};
+    crp_head_tensor ins2[2] = {bshd(q, CRP_DTYPE_FLOAT32, HQ), bshd(q, CRP_DTYPE_FLOAT32, HQ)};
+    CHECK(crp_rotate(table, ins2, outs2, 2, CRP_PAIRING_NEOX, CRP_FORWARD, 0, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "rotate target 1: out shares memory with target 0's out") != NULL, err);
+    int untouched = 1;
+    for (int i = 0; i < S * HQ * D + 1; ++i) untouched = untouched && over[i] == 0.0f;
+    CHECK(untouched);
+  }
+
+  /* Issue 9 item 3: threads = 100000 segfaulted in libgomp, INT_MAX made it exit(1). A table
+   * of 1024 tokens is large enough to be built in parallel. */
+  {
+    enum { T = 1024 };
+    static float many[3 * T];
+    for (int i = 0; i < 3 * T; ++i) many[i] = (float)(i % T);
+    crp_rotary_config big;
+    crp_rotary_config_default(&big);
+    static const int bad_threads[] = {CRP_MAX_THREADS + 1, 100000, 2147483647, -1};
+    for (size_t i = 0; i < sizeof bad_threads / sizeof *bad_threads; ++i) {
+      crp_rotary_table* t = NULL;
+      CHECK(crp_rotary_table_create(&big, many, 1, T, bad_threads[i], &t, err, sizeof err) == CRP_INVALID_ARGUMENT);
+      CHECK_MSG(strstr(err, "threads must be in [0, 1024]") != NULL, err);
+      CHECK(t == NULL);
+      CHECK(crp_rotate(table, ins, outs, 2, CRP_PAIRING_NEOX, CRP_FORWARD, bad_threads[i], err, sizeof err) ==
+            CRP_INVALID_ARGUMENT);
+      CHECK_MSG(strstr(err, "threads must be in [0, 1024]") != NULL, err);
+    }
+    crp_rotary_table* t = NULL;
+    CHECK_MSG(crp_rotary_table_create(&big, many, 1, T, CRP_MAX_THREADS, &t, err, sizeof err) == CRP_OK, err);
+    crp_rotary_table_destroy(t);
+  }
+
+  /* What a GPU engine needs: the table's values read back, computed into its own memory, and
+   * a rotation with values it holds; the code path forced through crp_rotate_params. */
+  {
+    int64_t tb = -1, ts = -1;
+    int tr = -1;
+    const float* values = NULL;
+    CHECK(crp_rotary_table_shape(table, &tb, &ts, &tr, err, sizeof err) == CRP_OK);
+    CHECK(tb == 1 && ts == S && tr == D);
+    CHECK(crp_rotary_table_values(table, &values, err, sizeof err) == CRP_OK && values != NULL);
+    /* cos then sin of token 3, frequency 1 (temporal axis: chunked [2, 3, 3]) */
+    const double phi = pos2[0 * S + 3] * pow(10000.0, -2.0 * 1 / D);
+    CHECK(fabs(values[3 * D + 1] - cos(phi)) < 1e-6 && fabs(values[3 * D + D / 2 + 1] - sin(phi)) < 1e-6);
+    float mine[S * D];
+    for (int i = 0; i < S * D; ++i) mine[i] = NAN;
+    CHECK_MSG(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, mine, S * D, err, sizeof err) == CRP_OK, err);
+    CHECK(memcmp(mine, values, sizeof mine) == 0);
+    CHECK(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, mine, S * D - 1, err, sizeof err) ==
+          CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "expected batch 1 x seq_len 7 x rotary_dim 16") != NULL, err);
+    CHECK(crp_rotary_table_compute(&config, pos2, 1, S, 0, 9, mine, S * D, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "isa 9 is not one of 0..2") != NULL, err);
+
+    crp_rotate_params params;
+    CHECK(crp_rotate_params_default(&params) == CRP_OK);
+    CHECK(params.pairing == CRP_PAIRING_NEOX && params.direction == CRP_FORWARD && params.threads == 0 &&
+          params.isa == CRP_ISA_AUTOMATIC);
+    CHECK(crp_rotate_params_default(NULL) == CRP_INVALID_ARGUMENT);
+    static float by_table[S * HQ * D], by_values[S * HQ * D];
+    crp_head_tensor qin = bshd(q, CRP_DTYPE_FLOAT32, HQ), o1 = bshd(by_table, CRP_DTYPE_FLOAT32, HQ),
+                    o2 = bshd(by_values, CRP_DTYPE_FLOAT32, HQ);
+    static const int paths[] = {CRP_ISA_PORTABLE, CRP_ISA_AVX2};
+    for (int p = 0; p < 2; ++p) {
+      int available = -1;
+      CHECK(crp_isa_available(paths[p], &available, err, sizeof err) == CRP_OK);
+      params.isa = paths[p];
+      if (!available) {
+        CHECK(crp_rotate_ex(table, &qin, &o1, 1, &params, err, sizeof err) == CRP_INVALID_ARGUMENT);
+        continue;
+      }
+      CHECK_MSG(crp_rotate_ex(table, &qin, &o1, 1, &params, err, sizeof err) == CRP_OK, err);
+      CHECK_MSG(crp_rotate_values(mine, 1, S, D, &qin, &o2, 1, &params, err, sizeof err) == CRP_OK, err);
+      CHECK(memcmp(by_table, by_values, sizeof by_table) == 0);
+      CHECK(memcmp(by_table, q_out, sizeof by_table) == 0 || p == 0); /* the automatic path is the best one */
+    }
+    int available = -1;
+    CHECK(crp_isa_available(CRP_ISA_AUTOMATIC, &available, err, sizeof err) == CRP_OK && available == 1);
+    CHECK(crp_isa_available(CRP_ISA_PORTABLE, &available, err, sizeof err) == CRP_OK && available == 1);
+    CHECK(crp_isa_available(7, &available, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK(crp_rotate_values(NULL, 1, S, D, &qin, &o2, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "values are null") != NULL, err);
+    CHECK(crp_rotate_values(mine, (int64_t)1 << 40, (int64_t)1 << 40, D, &qin, &o2, 1, NULL, err, sizeof err) ==
+          CRP_INVALID_ARGUMENT);
+    CHECK(crp_rotate_ex(table, &qin, &o1, 1, NULL, err, sizeof err) == CRP_OK); /* NULL params: the defaults */
+    CHECK(crp_rotary_config_default(NULL) == CRP_INVALID_ARGUMENT);
+    CHECK(crp_rotary_table_destroy(NULL) == CRP_OK);
+  }
+
+  CHECK(crp_rotary_table_destroy(table) == CRP_OK);
   crp_rotary_table_destroy(NULL);
   if (failures) {
     fprintf(stderr, "c_kernels_test: %d of %d checks failed\n", failures, checks);

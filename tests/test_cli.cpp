@@ -93,6 +93,54 @@ TEST_F(Cli, PositionsRequestMatchesEveryGoldenCase) {
   }
 }
 
+// issue 11: every Hugging Face case in every behaviour, through the command: the integers
+// transformers returned, written as JSON integers.
+TEST_F(Cli, CompatRequestsReproduceEveryTransformersBehaviourExactly) {
+  const json cases = json::parse(slurp(CIRCLEROPE_HF_GOLDEN_FILE))["cases"];
+  int checked = 0;
+  for (const json& c : cases)
+    for (const auto& [mode, expected] : c["expected"].items()) {
+      SCOPED_TRACE(c["name"].get<std::string>() + " " + mode);
+      json request = c["request"];
+      request["compat"] = mode;
+      const Outcome r = run("positions --request -", request.dump());
+      ASSERT_EQ(r.code, 0) << r.err;
+      const json out = json::parse(r.out);
+      ASSERT_TRUE(out["position_ids"][0][0][0].is_number_integer()) << r.out.substr(0, 80);
+      EXPECT_EQ(out["position_ids"], expected["position_ids"]);
+      json deltas = json::array();
+      for (const json& d : expected["rope_deltas"]) deltas.push_back(d.is_array() ? d[0] : d);
+      EXPECT_EQ(out["rope_deltas"], deltas);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 72);
+}
+
+TEST_F(Cli, CompatFlagForLayoutsAndItsErrors) {
+  // A video of 3 frames (tau 0, 4, 8) then text: 5.3 continues from the first frame.
+  const Outcome r = run("positions --layout text:2,video:3x1x1@2,text:1 --scheme mrope --compat hf-5.3 "
+                        "--format json --decode 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["position_ids"][0][0], json({0, 1, 2, 6, 10, 3}));
+  EXPECT_EQ(out["rope_deltas"], json({5}));
+  EXPECT_EQ(out["decode_position_ids"][0][0], json({11}));  // last prompt position (10) + 1
+  // Circle-RoPE stays fractional under a compat mode.
+  const Outcome c = run("positions --layout text:2,image:2x2 --compat hf-4.52 --format json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(json::parse(c.out)["position_ids"][0][0][2].is_number_float());
+  expect_rejected(run("positions --layout text:2 --compat hf-4.50"), "--compat: unknown compat mode 'hf-4.50'");
+  const json request = golden_cases()[0]["request"];
+  expect_rejected(run("positions --request - --compat hf-5.3", request.dump()),
+                  "--compat cannot be combined with --request");
+  json bad = request;
+  bad["compat"] = 5.3;
+  expect_rejected(run("positions --request -", bad.dump()), "request.compat");
+  bad = request;
+  bad["vision"]["compat"] = "hf-5.3";
+  expect_rejected(run("positions --request -", bad.dump()), "give \"compat\" at the top level");
+}
+
 TEST_F(Cli, PositionsRequestFromStdin) {
   const json c = golden_cases()[0];
   const Outcome r = run("positions --request -", c["request"].dump());
@@ -353,7 +401,7 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
       {"dff out of range", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"dff_rate", 2}}; }, "dff_rate must be in [0, 1]"},
       {"positive word", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"move_to_positive", "yes"}}; }, "move_to_positive"},
       {"method", [](json& r) { r["scheme"] = "circle"; r["circle"] = {{"radius", 10}, {"method", "no_circle"}}; }, "only \"circle\""},
-      {"merge size", [](json& r) { r["vision"]["spatial_merge_size"] = 0; }, "spatial_merge_size must be >= 1"},
+      {"merge size", [](json& r) { r["vision"]["spatial_merge_size"] = 0; }, "request.vision.spatial_merge_size must be an integer >= 1 (got 0)"},
       {"tokens per second", [](json& r) { r["vision"]["tokens_per_second"] = -2; }, "tokens_per_second must be finite (in float32) and > 0 (got -2)"},
       {"time mode", [](json& r) { r["vision"]["time"] = "frames"; }, "vision.time"},
       {"grid not a triple", [](json& r) { r["image_grid_thw"][0] = {1, 4}; }, "image_grid_thw[0]: expected [t, h, w]"},
@@ -366,6 +414,141 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
     if (const size_t at = text.find("\"__INF__\""); at != std::string::npos) text.replace(at, 9, "1e999");
     expect_rejected(run("positions --request -", text), c.fragment);
   }
+}
+
+// Issue 9 item 7, last bullet: std::stod read "auto-0x1p1" and "auto- 2" as scales 2 and
+// "auto-2_0" failed only by luck; flags and requests now share the core's one grammar.
+TEST_F(Cli, RadiusFormsOutsideTheGrammarAreRejectedByFlagsAndRequests) {
+  for (const char* radius : {"auto-0x1p1", "auto- 2", "auto-2_0", "0x1p3", "inf"}) {
+    SCOPED_TRACE(radius);
+    expect_rejected(run(std::string("positions --layout text:2,image:2x2 --radius '") + radius + "'"),
+                    "--radius must be a finite number > 0, \"auto\" or \"auto-k\"");
+    const json request = {{"scheme", "circle"}, {"circle", {{"radius", radius}}}, {"input_ids", {{1, 2}}}};
+    expect_rejected(run("positions --request -", request.dump()), "request.circle.radius must be");
+  }
+  // and what the grammar allows still works through both
+  EXPECT_EQ(run("positions --layout text:2,image:2x2 --radius auto-2.5").code, 0);
+  const json ok = {{"scheme", "circle"}, {"circle", {{"radius", "auto-2.5"}}}, {"input_ids", {{1, 2}}}};
+  EXPECT_EQ(run("positions --request -", ok.dump()).code, 0);
+}
+
+// Issue 9 item 5: the section sum wrapped in int (2147483647 + 2147483647 + 66 == 64) and was
+// accepted for rotary dim 128.
+TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
+  expect_rejected(run("ptd --layout text:5,image:3x3 --sections 2147483647,2147483647,66"),
+                  "sections [2147483647, 2147483647, 66] must be >= 0 and sum to rotary_dim/2 = 64");
+  expect_rejected(run("plot --layout text:5,image:3x3 --out p.svg --sections 2147483647,2147483647,66"),
+                  "[2147483647, 2147483647, 66]");
+}
+
+// Issue 9 items 2, 7 and 11 through the command: each of these crashed, was accepted, or
+// read without limit.
+TEST_F(Cli, RequestReaderRefusesWhatItUsedToMisreadOrCrashOn) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_rejected(run("positions --request -", deep), "deeper than 32 levels");  // was SIGSEGV
+  expect_rejected(run("positions --request -", "{\"scheme\": " + deep + "}"), "deeper than 32 levels");
+  expect_rejected(run("positions --request -", "{\"input_ids\": [[1, " + deep + "]]}"), "deeper than 32 levels");
+  expect_rejected(run("positions --request -", std::string("{\"input_ids\": [[1]]}") + '\0' + "garbage"),
+                  "NUL byte at offset 20");
+  expect_rejected(run("positions --request -", R"({"input_ids": [[1]], "input_ids": [[2]]})"), "twice in one object");
+  expect_rejected(run("positions --request -", R"({"input_ids": [[18446744073709551615]]})"),
+                  "18446744073709551615 is beyond the int64 range");
+  const Outcome long_value = run("positions --request -", "{\"scheme\": \"" + std::string(1000000, 'x') + "\"}");
+  expect_rejected(long_value, "unknown scheme 'xxxxxxxx");
+  EXPECT_LT(long_value.err.size(), 300u);
+}
+
+TEST_F(Cli, RequestSizeIsLimitedWhileReading) {
+  // /dev/zero was read until memory ran out; a NUL is now refused in the first block.
+  expect_rejected(run("positions --request /dev/zero"), "request '/dev/zero' has a NUL byte at offset 0");
+  // More than 64 MiB is refused once 64 MiB have been read, not after reading everything.
+  const Outcome big = run("positions --request -", std::string((std::size_t{64} << 20) + 4096, ' '));
+  expect_rejected(big, "request on stdin is more than 67108864 bytes (64 MiB), the limit");
+}
+
+TEST_F(Cli, LayoutsLargerThanTheTokenLimitAreRefusedBeforeAllocating) {
+  // text:2147483648 passed the old 2^31 limit and then asked for 24 GiB.
+  expect_rejected(run("positions --layout text:2147483648"),
+                  "layout has more than 16777216 tokens, the limit of one call (segment 0 adds 2147483648 to 0)");
+  expect_rejected(run("ptd --layout text:16777216,image:2x2"), "segment 1 adds 4 to 16777216");
+}
+
+// Issue 9 item 3: `bench rotary --threads 40000` aborted (std::thread and libgomp).
+TEST_F(Cli, ThreadCountsAboveTheLimitAreRefused) {
+  for (const char* threads : {"40000", "1025", "2147483647"})
+    expect_rejected(run(std::string("bench rotary --seq-lens 8 --min-seconds 0.001 --copy-mib 1 --threads ") + threads),
+                    std::string("--threads must be in [0, 1024] (got ") + threads);
+}
+
+// Issue 9 item 12: on an error stdout stays empty, and a failed write to stdout is an error.
+TEST_F(Cli, StdoutStaysEmptyOnErrorsFoundAfterTheFirstResults) {
+  // The table used to be printed before --decode was found out of range, and the demo's
+  // tables before its picture failed to write.
+  expect_rejected(run("positions --layout text:3 --decode 3000000000"), "first_cache_position + count <= 2^31");
+  expect_rejected(run("demo --out /proc/x.svg"), "--out: cannot write '/proc/x.svg'");
+  expect_rejected(run("ptd --layout text:5,image:3x3 --format json --schemes circle,spiral"), "spiral");
+}
+
+TEST_F(Cli, AFailedWriteToStdoutIsAnErrorWithStatus1) {
+  auto shell = [&](const std::string& command) {  // command sends the CLI's stderr to stderr.txt
+    const std::string cmd = "cd '" + dir_.string() + "' && " + command;
+    const int status = std::system(cmd.c_str());
+    return std::pair<int, std::string>{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stderr.txt")};
+  };
+  const std::string cli = std::string("'") + CIRCLEROPE_CLI_PATH + "'";
+  auto [full, full_err] = shell(cli + " positions --layout text:300 >/dev/full 2>stderr.txt");
+  EXPECT_EQ(full, 1) << full_err;  // was 0
+  EXPECT_THAT(full_err, HasSubstr("circlerope: cannot write to standard output: No space left on device"));
+  // A reader that goes away: the rest of the output cannot be written (EPIPE, not a kill).
+  auto [piped, piped_err] = shell("(" + cli + " positions --layout text:200000 --format json 2>stderr.txt; echo $? >status.txt) | head -c 1 >/dev/null");
+  EXPECT_EQ(piped, 0);
+  EXPECT_EQ(slurp(dir_ / "status.txt"), "1\n") << piped_err;
+  EXPECT_THAT(piped_err, HasSubstr("cannot write to standard output: Broken pipe"));
+  // and a successful run still exits 0 with its output
+  const Outcome ok = run("positions --layout text:3");
+  EXPECT_EQ(ok.code, 0);
+  EXPECT_THAT(ok.out, HasSubstr("rope_delta"));
+}
+
+// Issue 9 item 15: the alpha = 1 warning counted padding inside a block as cells (both padded
+// tokens sit at 1.0, so two of them "collided" under any alpha).
+TEST_F(Cli, CollisionWarningCountsCellsNotPadding) {
+  const std::vector<int64_t> ids = {7, 151652, 151655, 0, 0, 151655, 151655, 151655, 151653};
+  const std::vector<int64_t> mask = {1, 1, 1, 0, 0, 1, 1, 1, 1};
+  json request = {{"scheme", "circle"}, {"circle", {{"radius", 10}, {"alpha", 0.5}, {"move_to_origin", true}}},
+                  {"input_ids", {ids}}, {"attention_mask", {mask}}, {"image_grid_thw", {{1, 4, 4}}}};
+  Outcome r = run("positions --request -", request.dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // no collision at alpha 0.5
+  // A 3x3 ring at alpha 1 has 2 cells on another's point (7 distinct of 9, as
+  // `positions --layout text:1,image:3x3 --alpha 1` says), padding inside the block or not.
+  std::vector<int64_t> ids9 = {7, 151652}, mask9 = {1, 1};
+  for (int c = 0; c < 9; ++c) {
+    if (c == 4) ids9.insert(ids9.end(), {0, 0}), mask9.insert(mask9.end(), {0, 0});
+    ids9.push_back(151655);
+    mask9.push_back(1);
+  }
+  request["circle"]["alpha"] = 1;
+  request["input_ids"] = {ids9};
+  request["attention_mask"] = {mask9};
+  request["image_grid_thw"] = {{1, 6, 6}};
+  r = run("positions --request -", request.dump());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("(3x3): 2 cells share a position"));
+}
+
+// Issue 9 item 16: {"input_ids": []} failed with "--row 0 is out of range" even with JSON.
+TEST_F(Cli, AnEmptyBatchGivesEmptyOutputs) {
+  Outcome r = run("positions --request -", R"({"input_ids": []})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"position_ids": [[], [], []], "rope_deltas": []})"));
+  r = run("positions --request - --format table", R"({"input_ids": []})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("empty batch (0 rows)"));
+  r = run("positions --request - --decode 2", R"({"input_ids": []})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["decode_position_ids"], json::parse("[[], [], []]"));
+  expect_rejected(run("positions --request - --row 1", R"({"input_ids": []})"), "--row 1 is out of range (batch 0)");
 }
 
 struct BadInvocation {
@@ -385,21 +568,21 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"positions --layout text:5 --format xml", "--format 'xml'"},
       {"positions --request - --scheme mrope", "cannot be combined", golden_cases()[0]["request"].dump()},
       {"positions", "give --request FILE or --layout LAYOUT"},
-      {"ptd --layout text:5,image:3x3 --rotary-dim 7", "rotary dim must be even"},
-      {"ptd --layout text:5,image:3x3 --sections 1,2", "expected three integers"},
+      {"ptd --layout text:5,image:3x3 --rotary-dim 7", "--rotary-dim must be an even integer in [2, 1024] (got 7)"},
+      {"ptd --layout text:5,image:3x3 --sections 1,2", "--sections must be three integers t,h,w (got '1,2')"},
       {"ptd --layout text:5,image:3x3 --schemes circle,spiral", "unknown scheme 'spiral'"},
       {"plot --layout text:5,image:3x3 --out x.png", "ending in .svg"},
       {"plot --layout text:5,image:3x3", "--out"},
       {"plan --plan CMX --layers 4", "letter 2 'X'"},
       {"plan --layers 0", "1..100000 layers"},
-      {"positions --layout text:5 --alpha nan", "--alpha: expected a finite number (got nan)"},
+      {"positions --layout text:5 --alpha nan", "--alpha must be a decimal number (got 'nan')"},
       {"positions --layout text:5 --row 1", "--row 1 is out of range (batch 1)"},
       {"positions --layout text:5 --decode -1", "--decode -1 must be >= 0"},
-      {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "rotary dim must be even"},
+      {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "--rotary-dim must be an even integer"},
       {"bench rotary --dtypes fp64", "unknown dtype 'fp64'"},
       {"bench rotary --path avx9", "unknown code path 'avx9'"},
       {"bench rotary --seq-lens 0", "--seq-lens: 0 is not in [1, 1048576]"},
-      {"bench rotary --threads -1", "--threads must be >= 0 (got -1)"},
+      {"bench rotary --threads -1", "--threads must be in [0, 1024] (got -1; 0 = all cores)"},
       {"bench rotary --format xml", "--format 'xml'"},
       {"check --rounds 0", "--rounds must be in [1, 1000] (got 0)"},
       {"bench rotary --copy-mib 0", "--copy-mib 0 is not in [1, 4096]"},

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -213,7 +214,7 @@ TEST(Errors, InputIdsAndMaskShapes) {
   Batch huge;  // batch x seq_len overflows int64
   huge.batch = int64_t{1} << 40;
   huge.seq = int64_t{1} << 40;
-  EXPECT_THAT(rope_error(huge), HasSubstr("out of range"));
+  EXPECT_THAT(rope_error(huge), HasSubstr("is more than 16777216 tokens"));
 }
 
 // -------------------------------------------------------------- configs ---
@@ -322,6 +323,15 @@ TEST(Errors, DecodeArguments) {
   const std::vector<float> d = {0.0f};
   EXPECT_THAT(error_of([&] { decode_positions(d, -1, 1); }), HasSubstr("-1"));
   EXPECT_THAT(error_of([&] { decode_positions(d, 0, -5); }), HasSubstr("-5"));
+  // Issue 9 item 8: NaN or infinite deltas came back as NaN / inf positions.
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    const std::vector<float> deltas = {1.5f, bad};
+    EXPECT_THAT(error_of([&] { decode_positions(deltas, 10, 3); }), HasSubstr("rope_deltas[1] = ")) << bad;
+    EXPECT_THAT(error_of([&] { decode_positions(deltas, 10, 3); }), HasSubstr("is not finite"));
+  }
+  const std::vector<float> huge = {std::numeric_limits<float>::max()};
+  for (float v : decode_positions(huge, (int64_t{1} << 31) - 1, 1)) EXPECT_TRUE(std::isfinite(v));
 }
 
 TEST(Errors, LayoutSegmentsBuiltByHand) {
@@ -354,6 +364,36 @@ TEST(Errors, AnErrorLeavesNoStateBehind) {
   Batch extra = good;
   extra.images.push_back({1, 2, 2});
   EXPECT_THROW(rope_index(extra.input(), VisionConfig{}, {}), Error);
+}
+
+// Issue 9 item 14: rope_index_into wrote the rows before the one that failed (and every row
+// when the unused grids were found at the end). Like rotate, it writes nothing now.
+TEST(Errors, RopeIndexIntoWritesNothingWhenItFails) {
+  Batch ok_then_bad;  // row 0 is fine, row 1 fails
+  ok_then_bad.batch = 2;
+  ok_then_bad.seq = 7;
+  ok_then_bad.ids = cat({{1}, block(kImg, 4), {2}, {3, 4}, block(kImg, 3), {5}});
+  ok_then_bad.images = {{1, 4, 4}, {1, 4, 4}};  // row 1's run holds 3 tokens, not 4
+  Batch extra_grid = one_row(cat({{1}, block(kImg, 4)}));
+  extra_grid.images = {{1, 4, 4}, {1, 2, 2}};  // found only after the last row
+  Batch bad_mask = ok_then_bad;
+  bad_mask.ids = cat({{1}, block(kImg, 4), {2}, {3}, block(kImg, 4)});
+  bad_mask.mask.assign(14, 1);
+  bad_mask.mask[13] = 3;
+  Batch far = one_row(cat({{1}, block(kImg, 4)}));
+  far.images = {{1, 4, 4}};
+  CircleConfig huge;
+  huge.radius = 1e39;  // the block leaves float32
+  const std::vector<std::pair<const Batch*, Geometry>> cases = {
+      {&ok_then_bad, {Scheme::mrope, {}}}, {&extra_grid, {Scheme::mrope, {}}}, {&bad_mask, {Scheme::circle, {}}},
+      {&far, {Scheme::circle, huge}}};
+  for (const auto& [batch, geometry] : cases) {
+    std::vector<float> pos(static_cast<size_t>(3 * batch->batch * batch->seq), -7.0f);
+    std::vector<float> deltas(static_cast<size_t>(batch->batch), -7.0f);
+    EXPECT_THROW(rope_index_into(batch->input(), VisionConfig{}, geometry, pos, deltas), Error);
+    EXPECT_TRUE(std::all_of(pos.begin(), pos.end(), [](float v) { return v == -7.0f; })) << "positions written";
+    EXPECT_TRUE(std::all_of(deltas.begin(), deltas.end(), [](float v) { return v == -7.0f; })) << "deltas written";
+  }
 }
 
 // ----------------------------------------------------------------- fuzz ---

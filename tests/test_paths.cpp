@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/core/cpu_features.h"
+#include "circlerope/detail/cpu_features.h"
 #include "../src/cpu/kernel.h"
 #include "../src/cpu/self_test.h"
 #include "circlerope/kernels.h"

@@ -295,6 +295,25 @@ TEST(Ptd, RowWithoutTextIsSkippedAndNoBlockGivesNaN) {
   EXPECT_NEAR(m.ptd, brute_ptd(r.text, r.blocks[0], false), kSumOrderTol);
 }
 
+// Issue 9 item 9: coupling_metrics trusted the caller's scheme, which picks the 1-D or the
+// 3-axis distance: the vanilla toy's PTD became 3.849 instead of 2.222 under "mrope".
+TEST(Ptd, TheSchemeComesFromThePositions) {
+  const Positions vanilla = from_layout("text:5,image:3x3", Scheme::vanilla);
+  EXPECT_EQ(vanilla.scheme, Scheme::vanilla);
+  EXPECT_NEAR(coupling_metrics(vanilla, RotaryConfig{}).ptd, 20.0 / 9.0, 1e-12);
+  try {
+    coupling_metrics(vanilla, Scheme::mrope, RotaryConfig{});
+    ADD_FAILURE() << "a wrong scheme was trusted";
+  } catch (const Error& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("scheme mrope is not the scheme vanilla the positions were made with"));
+  }
+  EXPECT_NEAR(coupling_metrics(vanilla, Scheme::vanilla, RotaryConfig{}).ptd, 20.0 / 9.0, 1e-12);
+  // rope_index records it as well
+  const std::vector<int64_t> ids = {1, 2};
+  for (Scheme s : kAllSchemes)
+    EXPECT_EQ(rope_index({ids, 1, 2, {}, {}, {}, {}}, VisionConfig{}, {s, {}}).scheme, s);
+}
+
 TEST(Ptd, NeedsTheTokenMap) {
   Positions p = from_layout("text:2,image:2x2", Scheme::mrope);
   p.token_block.clear();

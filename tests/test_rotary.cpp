@@ -1123,7 +1123,7 @@ TEST(RotaryErrors, BadTargetsThrowAndWriteNothing) {
   expect_error({k.view, q_out.view}, "out has the same data as target 0's out");
   RotaryParams threads;
   threads.threads = -1;
-  expect_error({k.view, k_out.view}, "threads must be >= 0 (got -1)", threads);
+  expect_error({k.view, k_out.view}, "threads must be in [0, 1024] (got -1; 0 = all cores)", threads);
 
   view = k.view;
   view.strides[1] = std::numeric_limits<std::int64_t>::max() / 8;

@@ -1,6 +1,8 @@
 // circlerope PyTorch operators: torch.ops.circlerope.* (TORCH_LIBRARY "circlerope").
 //
 //   rope_index(input_ids, grids..., mask, scheme, circle..., vision...) -> (position_ids, deltas)
+//     (circle: radius "10" | "auto" | "auto-k", alpha, move_to_origin, dff_rate,
+//      move_to_positive "false" | "auto" | offset: the grammar of circlerope/options.h)
 //   rotary_table(position_ids, rotary_dim, sections, theta, layout)     -> table [B, S, D]
 //   rotary_apply(q, k, table, pairing, qk_layout, backward)             -> (q', k')
 //
@@ -19,6 +21,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -33,7 +36,7 @@
 
 #include "circlerope/kernels.h"
 #include "circlerope/positions.h"
-#include "config_args.h"
+#include "circlerope/options.h"
 
 namespace {
 
@@ -45,6 +48,9 @@ std::string shape_of(const Tensor& t) {
   s << t.sizes();
   return s.str();
 }
+
+// torch's thread count for the kernels, within their limit (torch may be set to more).
+int kernel_threads() { return std::min(at::get_num_threads(), cr::kMaxThreads); }
 
 // Runs body; a circlerope::Error becomes a Python ValueError carrying the same message.
 template <class Body>
@@ -94,11 +100,10 @@ std::tuple<Tensor, Tensor> rope_index(
     const Tensor& input_ids, const c10::optional<Tensor>& image_grid_thw,
     const c10::optional<Tensor>& video_grid_thw, const c10::optional<Tensor>& second_per_grid_ts,
     const c10::optional<Tensor>& attention_mask, const std::string& scheme,
-    const std::string& radius_mode, double radius, double radius_scale, double alpha,
-    bool move_to_origin, double dff_rate, const std::string& move_to_positive,
-    double positive_offset, std::int64_t spatial_merge_size, double tokens_per_second,
+    const std::string& radius, double alpha, bool move_to_origin, double dff_rate,
+    const std::string& move_to_positive, std::int64_t spatial_merge_size, double tokens_per_second,
     std::int64_t vision_start_token_id, std::int64_t image_token_id, std::int64_t video_token_id,
-    const std::string& time) {
+    const std::string& time, const std::string& compat) {
   return guarded([&] {
     const Int64Data ids = integers(input_ids, "input_ids", 2);
     const std::int64_t batch = input_ids.size(0), seq_len = input_ids.size(1);
@@ -126,13 +131,28 @@ std::tuple<Tensor, Tensor> rope_index(
                         videos.size(), " (one value per video, or None for 1.0 s each)");
     }
 
+    // The options are read with the grammar every front end shares (circlerope/options.h).
     cr::Geometry geometry;
-    geometry.scheme = cr::parse_scheme(scheme);
-    geometry.circle = cr::args::circle(radius_mode, radius, radius_scale, alpha, move_to_origin,
-                                       dff_rate, move_to_positive, positive_offset);
-    const cr::VisionConfig vision =
-        cr::args::vision(spatial_merge_size, tokens_per_second, vision_start_token_id,
-                         image_token_id, video_token_id, time);
+    geometry.scheme = cr::scheme_option(cr::OptionValue::string(scheme), "scheme");
+    cr::set_circle_option(geometry.circle, "radius", cr::OptionValue::text(radius), "radius");
+    cr::set_circle_option(geometry.circle, "alpha", cr::OptionValue::number(alpha), "alpha");
+    cr::set_circle_option(geometry.circle, "move_to_origin", cr::OptionValue::boolean(move_to_origin),
+                          "move_to_origin");
+    cr::set_circle_option(geometry.circle, "dff_rate", cr::OptionValue::number(dff_rate), "dff_rate");
+    cr::set_circle_option(geometry.circle, "move_to_positive", cr::OptionValue::text(move_to_positive),
+                          "move_to_positive");
+    cr::VisionConfig vision;
+    cr::set_vision_option(vision, "spatial_merge_size", cr::OptionValue::integer(spatial_merge_size),
+                          "spatial_merge_size");
+    cr::set_vision_option(vision, "tokens_per_second", cr::OptionValue::number(tokens_per_second),
+                          "tokens_per_second");
+    cr::set_vision_option(vision, "vision_start_token_id", cr::OptionValue::integer(vision_start_token_id),
+                          "vision_start_token_id");
+    cr::set_vision_option(vision, "image_token_id", cr::OptionValue::integer(image_token_id), "image_token_id");
+    cr::set_vision_option(vision, "video_token_id", cr::OptionValue::integer(video_token_id), "video_token_id");
+    cr::set_vision_option(vision, "time", cr::OptionValue::string(time), "time");
+    cr::set_vision_option(vision, "compat", cr::OptionValue::string(compat), "compat");
+    cr::validate(vision);
     const cr::RopeIndexInput in{ids.values, batch, seq_len, mask.values, images, videos, seconds};
 
     Tensor positions = at::empty({3, batch, seq_len}, at::kFloat);
@@ -153,13 +173,18 @@ Tensor rotary_table(const Tensor& position_ids, std::int64_t rotary_dim,
                       shape_of(position_ids));
     TORCH_CHECK_VALUE(!position_ids.is_complex() && position_ids.scalar_type() != at::kBool,
                       "position_ids must hold real numbers, got ", position_ids.scalar_type());
-    const cr::RotaryConfig config = cr::args::rotary(theta, rotary_dim, layout, sections);
+    cr::RotaryConfig config;
+    cr::set_rotary_option(config, "rotary_dim", cr::OptionValue::integer(rotary_dim), "rotary_dim");
+    cr::set_rotary_option(config, "sections", cr::OptionValue::integers(sections), "sections");
+    cr::set_rotary_option(config, "theta", cr::OptionValue::number(theta), "theta");
+    cr::set_rotary_option(config, "layout", cr::OptionValue::string(layout), "layout");
+    cr::validate(config);
     const Tensor pos = position_ids.to(at::kFloat).contiguous();
     const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
     Tensor table = at::empty({batch, seq_len, rotary_dim}, at::kFloat);
     cr::make_rotary_table_into(config, pos.data_ptr<float>(), batch, seq_len,
                                {table.data_ptr<float>(), static_cast<std::size_t>(table.numel())},
-                               at::get_num_threads());
+                               kernel_threads());
     return table;
   });
 }
@@ -192,7 +217,8 @@ struct QkLayout {
 QkLayout parse_qk_layout(const std::string& text) {
   if (text == "bhsd") return {true};
   if (text == "bshd") return {false};
-  C10_THROW_ERROR(ValueError, "qk_layout '" + text + "' (expected bhsd or bshd)");
+  const std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;  // messages stay bounded
+  C10_THROW_ERROR(ValueError, "qk_layout '" + shown + "' (expected bhsd or bshd)");
 }
 
 // x as the kernels' [batch, seq, heads, head_dim] view.
@@ -298,7 +324,7 @@ std::tuple<Tensor, Tensor> rotary_apply_cpu(const Tensor& q, const Tensor& k, co
     cr::RotaryParams params;
     params.pairing = pairing;
     params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
-    params.threads = at::get_num_threads();
+    params.threads = kernel_threads();
     cr::rotate(view, targets, params);
     return std::make_tuple(q_out, k_out);
   });
@@ -353,11 +379,10 @@ std::tuple<Tensor, Tensor> rotary_apply_autograd(const Tensor& q, const Tensor& 
 TORCH_LIBRARY(circlerope, m) {
   m.def(
       "rope_index(Tensor input_ids, Tensor? image_grid_thw, Tensor? video_grid_thw, "
-      "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, str radius_mode, "
-      "float radius, float radius_scale, float alpha, bool move_to_origin, float dff_rate, "
-      "str move_to_positive, float positive_offset, int spatial_merge_size, "
+      "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, str radius, "
+      "float alpha, bool move_to_origin, float dff_rate, str move_to_positive, int spatial_merge_size, "
       "float tokens_per_second, int vision_start_token_id, int image_token_id, "
-      "int video_token_id, str time) -> (Tensor position_ids, Tensor rope_deltas)",
+      "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)",
       &rope_index);
   m.def("rotary_table(Tensor position_ids, int rotary_dim, int[] sections, float theta, "
         "str layout) -> Tensor",

@@ -17,22 +17,38 @@
 
 namespace circlerope {
 
-struct AgePlan {
-  std::vector<Scheme> schemes;      // distinct schemes, in order of first use
-  std::vector<int> layer_geometry;  // [layers]: index into `schemes`
-  int layers() const { return static_cast<int>(layer_geometry.size()); }
-  Scheme layer_scheme(int layer) const;
+// Most layers a plan may have (the reference hard-codes 36; the limit only guards against
+// absurd allocations).
+inline constexpr int kMaxLayers = 100000;
+
+// A geometry per layer, valid by construction: the constructor is the only way to make one
+// (a hand-built plan indexed out of bounds, issue 9 item 10), and the layer count is required.
+class AgePlan {
+ public:
+  // `spec`: all | lower | upper | alternate | strategy_1..4 | a pattern of C/M/V/U letters of
+  // length <= layers, repeated; layers in [1, kMaxLayers]. Throws Error for anything else.
+  AgePlan(std::string_view spec, std::int64_t layers);
+
+  int layers() const { return static_cast<int>(layer_geometry_.size()); }
+  const std::vector<Scheme>& schemes() const { return schemes_; }  // distinct, in order of first use
+  // Index into schemes() of layer `layer`; throws Error for a layer outside [0, layers()).
+  int layer_geometry(int layer) const;
+  Scheme layer_scheme(int layer) const { return schemes_[static_cast<size_t>(layer_geometry(layer))]; }
   std::string pattern() const;  // one letter per layer, e.g. "CMCM"
+
+ private:
+  std::vector<Scheme> schemes_;
+  std::vector<int> layer_geometry_;  // [layers]: index into schemes_
 };
 
-// `spec`: all | lower | upper | alternate | strategy_1..4 | a pattern of C/M/V/U
-// letters of length <= layers, repeated. Throws Error for anything else.
+// The same as AgePlan(spec, layers).
 AgePlan make_age_plan(std::string_view spec, int layers);
 
 // Positions and deltas of each distinct geometry, computed once each.
 struct AgePositions {
   AgePlan plan;
-  std::vector<Positions> geometries;  // parallel to plan.schemes
+  std::vector<Positions> geometries;  // parallel to plan.schemes()
+  // Throws Error for a layer outside the plan, or geometries that do not match the plan.
   const Positions& layer(int l) const;
 };
 

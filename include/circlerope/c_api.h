@@ -14,6 +14,16 @@
 extern "C" {
 #endif
 
+/* The version of these headers; crp_version() gives the library's (they differ when an
+ * engine runs against another build than it was compiled with). */
+#define CRP_VERSION_MAJOR 0
+#define CRP_VERSION_MINOR 1
+#define CRP_VERSION_PATCH 0
+
+/* Most tokens one call handles (batch x seq_len, and each of them; batch x count when
+ * decoding): larger sizes return CRP_INVALID_ARGUMENT naming them (circlerope::kMaxTokens). */
+#define CRP_MAX_TOKENS ((int64_t)1 << 24)
+
 typedef enum crp_status { CRP_OK = 0, CRP_INVALID_ARGUMENT = 1, CRP_INTERNAL_ERROR = 2 } crp_status;
 
 typedef enum crp_scheme {
@@ -23,6 +33,13 @@ typedef enum crp_scheme {
   CRP_SCHEME_CIRCLE = 3
 } crp_scheme;
 
+/* Circle-RoPE's move_to_positive (SPEC 3 step 7). */
+typedef enum crp_positive_shift {
+  CRP_POSITIVE_NONE = 0,   /* absent, false or 0 */
+  CRP_POSITIVE_AUTO = 1,   /* "auto": shift by |min| */
+  CRP_POSITIVE_OFFSET = 2  /* a number o: shift by |min| + o (o = 0 means no shift) */
+} crp_positive_shift;
+
 typedef struct crp_circle_config {
   int radius_auto;        /* 0: fixed `radius`; 1: radius_scale * |max coordinate| */
   double radius;
@@ -30,7 +47,7 @@ typedef struct crp_circle_config {
   double alpha;
   int move_to_origin;
   double dff_rate;        /* 0 = off */
-  int move_to_positive;   /* 0 none, 1 "auto", 2 offset (an offset of 0 is no shift) */
+  int move_to_positive;   /* a crp_positive_shift value (an int: any value is checked) */
   double positive_offset;
 } crp_circle_config;
 
@@ -41,7 +58,19 @@ typedef struct crp_vision_config {
   int64_t image_token_id;
   int64_t video_token_id;
   int time_is_index;      /* 0: Qwen2.5-VL seconds; 1: Qwen2-VL frame index */
+  int compat;             /* crp_compat: which transformers get_rope_index to reproduce */
 } crp_vision_config;
+
+/* Whose positions to reproduce exactly (positions.h, Compat): padded value, delta
+ * convention, frame times, text after a video. Under CRP_COMPAT_HF_5_3 rope_deltas count
+ * only a row's real tokens: decode the k-th new token of row b at (real tokens of b) + k +
+ * rope_deltas[b]; every other mode decodes at cache position + rope_deltas[b]. */
+typedef enum crp_compat {
+  CRP_COMPAT_NONE = 0,    /* this project (equals transformers 4.49-4.51 for M-RoPE) */
+  CRP_COMPAT_HF_4_49 = 1, /* transformers 4.49-4.51, Qwen's own code */
+  CRP_COMPAT_HF_4_52 = 2, /* transformers 4.52-5.2 */
+  CRP_COMPAT_HF_5_3 = 3   /* transformers 5.3 and later */
+} crp_compat;
 
 typedef struct crp_rope_index_input {
   const int64_t* input_ids;       /* [batch][seq_len] */
@@ -55,10 +84,33 @@ typedef struct crp_rope_index_input {
   const double* second_per_grid_ts; /* [n_videos] or NULL (1.0 each) */
 } crp_rope_index_input;
 
-/* The paper's recommended setting (radius 10, alpha 0.5, move_to_origin). */
-void crp_circle_config_default(crp_circle_config* config);
-/* Qwen2.5-VL's constants. */
-void crp_vision_config_default(crp_vision_config* config);
+/* The library's version (see CRP_VERSION_*); any pointer may be NULL. */
+crp_status crp_version(int* major, int* minor, int* patch);
+
+/* The paper's recommended setting (radius 10, alpha 0.5, move_to_origin). NULL:
+ * CRP_INVALID_ARGUMENT. */
+crp_status crp_circle_config_default(crp_circle_config* config);
+/* Qwen2.5-VL's constants. NULL: CRP_INVALID_ARGUMENT. */
+crp_status crp_vision_config_default(crp_vision_config* config);
+
+/* One option from its text, read with the grammar every circlerope front end shares
+ * (circlerope/options.h), for engines that read a model's config file:
+ *   radius            "10", "auto", "auto-2.5"
+ *   alpha, dff_rate   a decimal number in [0, 1] ("0.5"); dff_rate also "false" / "true"
+ *   move_to_origin    "true" / "false"
+ *   move_to_positive  "false", "auto" or a decimal offset ("3")
+ *   method            "circle"
+ * Numbers are decimal only (no hex, inf, nan, spaces or '_'). On error the config is
+ * unchanged and the message names the key and the value. */
+crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size);
+/* spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
+ * video_token_id (integers / numbers as text), time ("seconds" or "index"), compat ("none",
+ * "hf-4.49", "hf-4.52", "hf-5.3"). */
+crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size);
+/* "vanilla", "unordered", "mrope", "circle" -> a crp_scheme value. */
+crp_status crp_scheme_parse(const char* text, int* scheme, char* error, size_t error_size);
 
 /* `scheme` is a crp_scheme value, taken as int so that any value a caller
  * passes is a reported error rather than an invalid enum (undefined in C++). */
@@ -69,6 +121,28 @@ crp_status crp_rope_index(const crp_rope_index_input* input, const crp_vision_co
 /* out [3][batch][count]: cache positions first .. first + count - 1 of every row. */
 crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t first_cache_position,
                                 int64_t count, float* out, char* error, size_t error_size);
+
+/* ---- AGE plans (SPEC 6): a geometry per layer ----------------------------------------
+ * An engine computes positions (crp_rope_index) and a rotary table once per distinct
+ * geometry g = 0 .. geometries - 1, with scheme crp_age_plan_geometry(g), and rotates layer l
+ * with the table of geometry crp_age_plan_layer(l). Each geometry keeps its own rope_deltas
+ * for decoding. */
+typedef struct crp_age_plan crp_age_plan; /* opaque */
+
+/* spec: "all", "lower", "upper", "alternate", "strategy_1".."strategy_4", or a pattern of
+ * C/M/V/U letters repeated to `layers` (1..100000). *plan is NULL on failure. */
+crp_status crp_age_plan_create(const char* spec, int64_t layers, crp_age_plan** plan, char* error,
+                               size_t error_size);
+crp_status crp_age_plan_destroy(crp_age_plan* plan); /* NULL is fine */
+/* Number of layers and of distinct geometries; either pointer may be NULL. */
+crp_status crp_age_plan_size(const crp_age_plan* plan, int* layers, int* geometries, char* error,
+                             size_t error_size);
+/* The crp_scheme of distinct geometry `geometry` (in order of first use). */
+crp_status crp_age_plan_geometry(const crp_age_plan* plan, int geometry, int* scheme, char* error,
+                                 size_t error_size);
+/* The geometry (index) layer `layer` uses. */
+crp_status crp_age_plan_layer(const crp_age_plan* plan, int layer, int* geometry, char* error,
+                              size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* Most threads a call may ask for (0 = all cores); more is CRP_INVALID_ARGUMENT. */
+#define CRP_MAX_THREADS 1024
+
 typedef enum crp_frequency_layout {
   CRP_LAYOUT_CHUNKED = 0,     /* Qwen2-VL, Qwen2.5-VL */
   CRP_LAYOUT_INTERLEAVED = 1, /* Qwen3-VL */
@@ -30,6 +33,17 @@ typedef enum crp_frequency_layout {
 typedef enum crp_dtype { CRP_DTYPE_FLOAT32 = 0, CRP_DTYPE_BFLOAT16 = 1, CRP_DTYPE_FLOAT16 = 2 } crp_dtype;
 typedef enum crp_pairing { CRP_PAIRING_NEOX = 0, CRP_PAIRING_GPTJ = 1 } crp_pairing;
 typedef enum crp_direction { CRP_FORWARD = 0, CRP_BACKWARD = 1 } crp_direction;
+/* Code paths (circlerope::Isa). AUTOMATIC picks the best one this CPU runs; the others force
+ * one, and forcing a path this CPU or build lacks is CRP_INVALID_ARGUMENT. */
+typedef enum crp_isa { CRP_ISA_AUTOMATIC = 0, CRP_ISA_PORTABLE = 1, CRP_ISA_AVX2 = 2 } crp_isa;
+
+/* How crp_rotate_ex / crp_rotate_values rotate. */
+typedef struct crp_rotate_params {
+  int pairing;   /* crp_pairing */
+  int direction; /* crp_direction */
+  int threads;   /* 0 = all cores, at most CRP_MAX_THREADS */
+  int isa;       /* crp_isa */
+} crp_rotate_params;
 
 typedef struct crp_rotary_config {
   double theta;     /* rope_theta, > 0 */
@@ -48,20 +62,56 @@ typedef struct crp_head_tensor {
 
 typedef struct crp_rotary_table crp_rotary_table; /* opaque */
 
-/* Qwen2.5-VL: theta 1e6, rotary dim 128, chunked [16, 24, 24]. */
-void crp_rotary_config_default(crp_rotary_config* config);
+/* Qwen2.5-VL: theta 1e6, rotary dim 128, chunked [16, 24, 24]. NULL: CRP_INVALID_ARGUMENT. */
+crp_status crp_rotary_config_default(crp_rotary_config* config);
+/* neox, forward, all cores, automatic path. NULL: CRP_INVALID_ARGUMENT. */
+crp_status crp_rotate_params_default(crp_rotate_params* params);
+/* Whether this CPU and build run code path `isa` (a crp_isa; AUTOMATIC always runs). */
+crp_status crp_isa_available(int isa, int* available, char* error, size_t error_size);
+/* One option from its text, with the grammar of every front end (circlerope/options.h):
+ * theta ("1e6"), rotary_dim ("128"), layout ("chunked", "interleaved", "single"),
+ * sections ("16,24,24"). On error the config is unchanged. */
+crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size);
 
-/* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores. */
+/* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores, at most CRP_MAX_THREADS. */
 crp_status crp_rotary_table_create(const crp_rotary_config* config, const float* position_ids,
                                    int64_t batch, int64_t seq_len, int threads,
                                    crp_rotary_table** table, char* error, size_t error_size);
-void crp_rotary_table_destroy(crp_rotary_table* table); /* NULL is fine */
+/* The same with a forced code path (crp_isa). */
+crp_status crp_rotary_table_create_ex(const crp_rotary_config* config, const float* position_ids,
+                                      int64_t batch, int64_t seq_len, int threads, int isa,
+                                      crp_rotary_table** table, char* error, size_t error_size);
+crp_status crp_rotary_table_destroy(crp_rotary_table* table); /* NULL is fine */
 
-/* Rotates `count` tensors: out[i] may be in[i] (in place) or must not overlap it.
- * pairing: crp_pairing; direction: crp_direction; threads: 0 = all cores. */
+/* A table's values, what a GPU engine uploads: per token (b, s), at
+ * values[(b * seq_len + s) * rotary_dim], rotary_dim / 2 cosines then rotary_dim / 2 sines,
+ * float32; the frequency layout and theta are baked in. */
+crp_status crp_rotary_table_shape(const crp_rotary_table* table, int64_t* batch, int64_t* seq_len,
+                                  int* rotary_dim, char* error, size_t error_size);
+/* Borrowed: valid until crp_rotary_table_destroy. */
+crp_status crp_rotary_table_values(const crp_rotary_table* table, const float** values, char* error,
+                                   size_t error_size);
+/* The same values computed straight into caller memory (no table object): `values` holds
+ * exactly value_count = batch * seq_len * rotary_dim floats; nothing is written on failure. */
+crp_status crp_rotary_table_compute(const crp_rotary_config* config, const float* position_ids,
+                                    int64_t batch, int64_t seq_len, int threads, int isa, float* values,
+                                    size_t value_count, char* error, size_t error_size);
+
+/* Rotates `count` tensors: out[i] may be in[i] (in place) or must not share memory with it,
+ * nor with another target's in or out. pairing: crp_pairing; direction: crp_direction;
+ * threads: 0 = all cores, <= CRP_MAX_THREADS. Nothing is written on failure. */
 crp_status crp_rotate(const crp_rotary_table* table, const crp_head_tensor* in,
                       const crp_head_tensor* out, int count, int pairing, int direction,
                       int threads, char* error, size_t error_size);
+/* The same with every setting in `params` (NULL: crp_rotate_params_default). */
+crp_status crp_rotate_ex(const crp_rotary_table* table, const crp_head_tensor* in,
+                         const crp_head_tensor* out, int count, const crp_rotate_params* params,
+                         char* error, size_t error_size);
+/* Rotation by a table's values in caller memory (crp_rotary_table_compute's layout). */
+crp_status crp_rotate_values(const float* values, int64_t batch, int64_t seq_len, int rotary_dim,
+                             const crp_head_tensor* in, const crp_head_tensor* out, int count,
+                             const crp_rotate_params* params, char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

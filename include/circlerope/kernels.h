@@ -34,6 +34,10 @@
 
 namespace circlerope {
 
+// Most threads a call may ask for (0 = all cores). More is refused with an Error: libgomp
+// segfaulted at 100000, exit()ed the process at INT_MAX, and no CPU has that many cores.
+inline constexpr int kMaxThreads = 1024;
+
 enum class DType { float32, bfloat16, float16 };
 enum class Pairing { neox, gptj };
 enum class Direction { forward, backward };
@@ -121,7 +125,8 @@ class RotaryTable {
 };
 
 // position_ids: float32 [3][batch][seq_len] (Positions::position_ids is this layout).
-// threads: 0 = all cores; isa forces a code path as in RotaryParams. Throws Error for a bad
+// threads: 0 = all cores, at most kMaxThreads; isa forces a code path as in RotaryParams.
+// Throws Error for a bad
 // config, sizes, or a non-finite position.
 RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
                               std::int64_t batch, std::int64_t seq_len, int threads = 0,
@@ -138,15 +143,16 @@ void make_rotary_table_into(const RotaryConfig& config, const float* position_id
 struct RotaryParams {
   Pairing pairing = Pairing::neox;           // which elements of a head form a pair
   Direction direction = Direction::forward;  // backward rotates by -phi (gradient of forward)
-  int threads = 0;                           // 0 = all cores; small calls run on one
+  int threads = 0;                           // 0 = all cores, <= kMaxThreads; small calls run on one
   Isa isa = Isa::automatic;                  // force a code path (testing, benchmarking)
 };
 
 // One tensor to rotate: `out` may be `in` itself (same data and strides: in place) or must
-// not overlap it at all. Shapes and dtypes must match; out must not overlap itself. The outs
-// of different targets must not share memory: two outs starting at the same address are
-// rejected; finer overlap between targets is not checked (q and k views of one fused qkv
-// buffer interleave legitimately, and deciding overlap of strided views exactly is costly).
+// not share a byte with it. Shapes and dtypes must match; out must not overlap itself. An out
+// must not share a byte with another target's out or in. Overlap is decided on the bytes the
+// strided views address, not on their bounding boxes: q and k views of one fused qkv buffer
+// interleave without sharing a byte and pass. (Views whose strides are so irregular that this
+// takes more than a few thousand steps are refused as undecided.)
 struct RotaryTarget {
   HeadTensor in;
   HeadTensor out;
@@ -166,7 +172,7 @@ void rotate(const RotaryTable& table, const HeadTensor& x, const RotaryParams& p
 // AGE: the tables of a plan, built once per distinct geometry; layer l uses layer(l).
 struct RotaryPlan {
   AgePlan plan;
-  std::vector<RotaryTable> tables;  // parallel to plan.schemes
+  std::vector<RotaryTable> tables;  // parallel to plan.schemes()
   const RotaryTable& layer(int l) const;
 };
 RotaryPlan make_rotary_plan(const AgePositions& positions, const RotaryConfig& config,

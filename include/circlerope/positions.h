@@ -22,6 +22,14 @@
 
 namespace circlerope {
 
+// ----------------------------------------------------------------- limits ---
+
+// Most tokens one call handles: batch x seq_len of a batch (and batch and seq_len each), the
+// tokens of a layout, batch x count of decode positions. Positions of this many tokens take
+// 192 MiB (float32 [3][tokens]); anything larger is refused with an Error that names the
+// size, before anything is allocated or written.
+inline constexpr int64_t kMaxTokens = int64_t{1} << 24;  // 16,777,216
+
 // ---------------------------------------------------------------- schemes ---
 
 // How a vision block's tokens are placed relative to its anchor (SPEC 2).
@@ -80,6 +88,31 @@ struct Geometry {
   CircleConfig circle = {};
 };
 
+// ------------------------------------------------ Hugging Face behaviours ---
+
+// Whose positions to reproduce exactly, quirks included. M-RoPE positions of
+// Hugging Face transformers' `get_rope_index` differ between versions; a model
+// fine-tuned under one needs that one's positions. Under `circle` and the other
+// schemes a mode changes only what that version does around the vision blocks
+// (padding value, delta convention, frame times, text after a video).
+//
+//   mode     transformers      padded  rope_delta            frame time tau(f)          text after a video
+//   none     (this project)    1       max + 1 - S           trunc(f*s*tps) in float32  max of the block + 1
+//   hf-4.49  4.49-4.51, Qwen   1       max + 1 - S (*)       trunc(f*s*tps) in float32  max of the block + 1
+//   hf-4.52  4.52-5.2          1       max + 1 - S (*)       f*trunc(s)*tps             max of the block + 1
+//   hf-5.3   5.3 and later     0       max + 1 - real tokens f*trunc(s)*tps             max of frame 0 + 1
+//
+// (*) A batch without any grid takes transformers' text-only branch, where the
+// padded 1s count in the row maximum: a padded row with one real token gets
+// 2 - S, not 1 - S. S is the padded row length; "real tokens" the unmasked ones.
+enum class Compat { none, hf_4_49, hf_4_52, hf_5_3 };
+inline constexpr std::array<Compat, 4> kAllCompats = {Compat::none, Compat::hf_4_49,
+                                                      Compat::hf_4_52, Compat::hf_5_3};
+
+std::string_view to_string(Compat compat);  // "none", "hf-4.49", "hf-4.52", "hf-5.3"
+// Throws Error naming the text for anything else.
+Compat parse_compat(std::string_view text);
+
 // --------------------------------------------------------- vision tokens ---
 
 // Model constants of the Qwen2-VL / Qwen2.5-VL token convention.
@@ -90,6 +123,7 @@ struct VisionConfig {
   int64_t image_token_id = 151655;
   int64_t video_token_id = 151656;
   TimeMode time = TimeMode::seconds;
+  Compat compat = Compat::none;          // which transformers behaviour to reproduce
 };
 
 void validate(const VisionConfig& config);
@@ -144,12 +178,15 @@ struct BlockInfo {
 };
 
 struct Positions {
+  Scheme scheme = Scheme::circle;  // the scheme that made them (rope_index, layout_positions)
   int64_t batch = 0;
   int64_t seq_len = 0;
   std::vector<float> position_ids;  // [3][batch][seq_len]; axis 0 temporal, 1 height, 2 width
   std::vector<float> rope_deltas;   // [batch]
   std::vector<int32_t> token_block;  // [batch][seq_len]: kMaskedToken, kTextToken or block
   std::vector<BlockInfo> blocks;     // in order of appearance, row after row
+  std::vector<int64_t> real_tokens;  // [batch]: unmasked tokens of each row
+  Compat compat = Compat::none;      // the behaviour these positions follow
 
   float at(int axis, int64_t row, int64_t s) const {
     return position_ids[static_cast<size_t>((axis * batch + row) * seq_len + s)];
@@ -164,7 +201,7 @@ Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
 
 // For engines and the PyTorch op: writes position_ids [3][batch][seq_len] and
 // rope_deltas [batch] into caller memory (scratch is only allocated for masked
-// rows and ring tables). When it throws, the outputs may be partly written.
+// rows and ring tables). When it throws, nothing has been written.
 void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry, std::span<float> position_ids,
                      std::span<float> rope_deltas);
@@ -179,5 +216,16 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
 // first_cache_position .. first_cache_position + count - 1 of every row.
 std::vector<float> decode_positions(std::span<const float> rope_deltas,
                                     int64_t first_cache_position, int64_t count);
+// The same into caller memory, which must hold exactly 3 x batch x count floats; nothing is
+// written when it throws.
+void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count,
+                           std::span<float> out);
+
+// The next `count` tokens of every row after the prompt, by the decode rule of the
+// behaviour that made `positions` ([3][batch][count]): cache positions seq_len ..
+// seq_len + count - 1 plus rope_delta (SPEC 1; hf-4.49, hf-4.52), or, under hf-5.3, whose
+// deltas count only real tokens, the last prompt position + 1 + k (= real tokens + k +
+// rope_delta). Both give the same positions where a row has no padding.
+std::vector<float> next_positions(const Positions& positions, int64_t count);
 
 }  // namespace circlerope

@@ -45,7 +45,12 @@ struct CouplingMetrics {
   double rope_kernel_deviation = 0;
 };
 
-// `scheme` decides the distance (see above). Masked tokens are excluded.
+// The scheme the positions were made with (Positions::scheme) decides the distance (see
+// above). Masked tokens are excluded.
+CouplingMetrics coupling_metrics(const Positions& positions, const RotaryConfig& rotary);
+// The same, for callers that also name the scheme: throws Error if `scheme` is not the one the
+// positions were made with (a wrong scheme silently switched between the 1-D and the 3-axis
+// distance: the vanilla toy's PTD became 3.849 instead of 2.222).
 CouplingMetrics coupling_metrics(const Positions& positions, Scheme scheme,
                                  const RotaryConfig& rotary);
 

@@ -57,40 +57,29 @@ Tensor = torch.Tensor
 
 
 # ------------------------------------------------------------ value checks ---
-# Python, NumPy and one-element tensor numbers are accepted; bools and strings are not
-# numbers here, and floats are not integers (2.7 merge size is a mistake, not a 2).
+# Configuration values are read and judged by the core, with the one grammar every front end
+# shares (circlerope/options.h): the classes below hand the user's raw values to _core. What
+# stays here is what the core cannot see: numpy and one-element tensor scalars become Python
+# scalars, and the Python-only arguments (layer indices) are checked.
 
-def _scalar(value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+def _shown(value) -> str:
+    """repr() for a message, at most about 60 characters: messages never carry a whole value."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _plain(value):
+    """A numpy scalar or a one-element tensor as the Python scalar it holds."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type != "meta":
+        return value.item()
+    if isinstance(value, np.generic):
         return value.item()
     return value
 
 
-def _real(value, name: str) -> float:
-    value = _scalar(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    return float(value)
-
-
-def _integer(value, name: str, low: int = -2 ** 63, high: int = 2 ** 63 - 1) -> int:
-    value = _scalar(value)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not low <= int(value) <= high:
-        raise ValueError(f"{name} = {int(value)} is outside [{low}, {high}]")
-    return int(value)
-
-
-def _flag(value, name: str) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
 def _text(value, name: str) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {value!r}")
+        raise ValueError(f"{name} must be a string, got {_shown(value)}")
     return value
 
 
@@ -103,7 +92,7 @@ class CircleConfig:
     radius: a number > 0, "auto" or "auto-k" (k * |largest centred coordinate|).
     alpha: weight of the polar angle against the raster angle, in [0, 1].
     move_to_origin: centre the grid before taking angles.
-    dff_rate: beta in [0, 1], a blend towards the un-ringed grid (0 = off).
+    dff_rate: beta in [0, 1], a blend towards the un-ringed grid (0 = off; True = 1).
     move_to_positive: None (off), "auto" (shift by |min|) or a number (|min| + offset).
     """
 
@@ -114,46 +103,12 @@ class CircleConfig:
     move_to_positive: Union[None, str, float] = None
 
     def __post_init__(self):
-        args = self._compute_args()
-        _core.validate_circle(args)
+        args = _core.circle_config(_plain(self.radius), _plain(self.alpha), _plain(self.move_to_origin),
+                                   _plain(self.dff_rate), _plain(self.move_to_positive))
         object.__setattr__(self, "_cached_args", args)  # frozen: computed once
 
     def _args(self) -> tuple:
         return self._cached_args
-
-    def _compute_args(self) -> tuple:
-        radius, radius_mode, scale = self.radius, "fixed", 1.0
-        if isinstance(radius, str):
-            if radius == "auto":
-                radius_mode, radius = "auto", 10.0
-            elif radius.startswith("auto-"):
-                try:
-                    scale = float(radius[5:])
-                except ValueError:
-                    raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
-                                     "\"auto-k\" with a number k)") from None
-                radius_mode, radius = "auto", 10.0
-            else:
-                raise ValueError(f"circle: radius '{radius}' (expected a number, \"auto\" or "
-                                 "\"auto-k\" with a number k)")
-        else:
-            radius = _real(radius, "circle: radius (a number, \"auto\" or \"auto-k\")")
-        shift, offset = "none", 0.0
-        positive = self.move_to_positive
-        if positive is None or positive is False:
-            pass
-        elif positive == "auto":
-            shift = "auto"
-        elif isinstance(positive, str):
-            raise ValueError(f"circle: move_to_positive {positive!r} (expected None, \"auto\" or a number)")
-        else:
-            shift, offset = "offset", _real(positive, "circle: move_to_positive (None, \"auto\" or a number)")
-        dff = self.dff_rate
-        if isinstance(dff, (bool, np.bool_)):  # the reference's `dff_rate: true` means beta = 1
-            dff = 1.0 if dff else 0.0
-        return (radius_mode, float(radius), float(scale), _real(self.alpha, "circle: alpha"),
-                _flag(self.move_to_origin, "circle: move_to_origin"), _real(dff, "circle: dff_rate"),
-                shift, float(offset))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,32 +127,40 @@ class VisionConfig:
     time: str = "seconds"
 
     def __post_init__(self):
-        args = self._compute_args()
-        _core.validate_vision(args)
+        args = _core.vision_config(*(_plain(x) for x in (
+            self.spatial_merge_size, self.tokens_per_second, self.vision_start_token_id,
+            self.image_token_id, self.video_token_id, self.time)))
         object.__setattr__(self, "_cached_args", args)
 
     def _args(self) -> tuple:
         return self._cached_args
 
-    def _compute_args(self) -> tuple:
-        return (_integer(self.spatial_merge_size, "vision: spatial_merge_size"),
-                _real(self.tokens_per_second, "vision: tokens_per_second"),
-                _integer(self.vision_start_token_id, "vision: vision_start_token_id"),
-                _integer(self.image_token_id, "vision: image_token_id"),
-                _integer(self.video_token_id, "vision: video_token_id"),
-                _text(self.time, "vision: time"))
-
     @classmethod
     def from_hf_config(cls, config) -> "VisionConfig":
-        """Reads the ids from a transformers Qwen2-VL / Qwen2.5-VL config object."""
-        vision = getattr(config, "vision_config", None)
+        """Reads the ids from a transformers Qwen2-VL / Qwen2.5-VL config (object or dict):
+        vision_start_token_id, image_token_id, video_token_id, and vision_config's
+        spatial_merge_size and tokens_per_second. Qwen2-VL (model_type "qwen2_vl", or no
+        tokens_per_second) counts video time in frames ("index")."""
+        def get(holder, name, default=None):
+            if isinstance(holder, dict):
+                return holder.get(name, default)
+            return getattr(holder, name, default)
+
+        vision = get(config, "vision_config")
+        missing = [n for n in ("vision_start_token_id", "image_token_id", "video_token_id")
+                   if get(config, n) is None]
+        if missing:
+            raise ValueError(f"VisionConfig.from_hf_config: the config has no {', '.join(missing)}")
+        tps = get(vision, "tokens_per_second") if vision is not None else None
+        qwen2 = get(config, "model_type") == "qwen2_vl" or tps is None
+        merge = get(vision, "spatial_merge_size") if vision is not None else None
         return cls(
-            spatial_merge_size=getattr(vision, "spatial_merge_size", 2),
-            tokens_per_second=getattr(vision, "tokens_per_second", 2.0),
-            vision_start_token_id=config.vision_start_token_id,
-            image_token_id=config.image_token_id,
-            video_token_id=config.video_token_id,
-            time="seconds" if hasattr(vision, "tokens_per_second") else "index")
+            spatial_merge_size=2 if merge is None else merge,
+            tokens_per_second=2.0 if tps is None else tps,
+            vision_start_token_id=get(config, "vision_start_token_id"),
+            image_token_id=get(config, "image_token_id"),
+            video_token_id=get(config, "video_token_id"),
+            time="index" if qwen2 else "seconds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,16 +180,14 @@ class RotaryConfig:
     pairing: str = "neox"
 
     def __post_init__(self):
-        if self.pairing not in ("neox", "gptj"):
-            raise ValueError(f"rotary: pairing {self.pairing!r} (expected neox or gptj)")
-        try:
-            sections = [_integer(x, "rotary: a section") for x in self.sections]
-        except TypeError:
-            raise ValueError(f"rotary: sections must be 3 integers [t, h, w], got {self.sections!r}") from None
-        dim = (_integer(self.rotary_dim, "rotary: rotary_dim") if self.rotary_dim is not None
-               else 2 * sum(sections))
-        args = (_real(self.theta, "rotary: theta"), dim, _text(self.layout, "rotary: layout"), sections)
-        _core.validate_rotary(args)
+        # pairing is a kernel setting, checked here by name (the operators read it again)
+        if not isinstance(self.pairing, str) or self.pairing not in ("neox", "gptj"):
+            raise ValueError(f"RotaryConfig.pairing must be 'neox' or 'gptj' (got {_shown(self.pairing)})")
+        sections = self.sections
+        if isinstance(sections, (tuple, list)):
+            sections = tuple(_plain(x) for x in sections)
+        args = _core.rotary_config(_plain(sections), _plain(self.theta), _plain(self.layout),
+                                   _plain(self.rotary_dim))
         object.__setattr__(self, "_cached_args", args)
 
     @property
@@ -258,15 +219,20 @@ def _vision(vision: Optional[VisionConfig]) -> VisionConfig:
     return _config(vision, VisionConfig, "vision", _DEFAULT_VISION)
 
 
-def _tensor(value, name: str, dtype=None) -> Optional[Tensor]:
-    """None, a tensor, or anything torch.as_tensor takes (lists of grids, say)."""
+def _tensor(value, name: str, dtype=None, required: bool = False) -> Optional[Tensor]:
+    """None (unless required), a tensor, or anything torch.as_tensor takes (lists of grids, say).
+    Meta tensors have no data to read: refused here, before anything calls .cpu() on them."""
     if value is None:
+        if required:
+            raise ValueError(f"{name} is required (got None)")
         return None
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value, dtype=dtype)
-        except (TypeError, ValueError, RuntimeError) as e:
-            raise ValueError(f"{name}: cannot be read as a tensor ({e})") from None
+        except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+            raise ValueError(f"{name}: cannot be read as a tensor ({str(e)[:200]})") from None
+    if value.device.type == "meta":
+        raise ValueError(f"{name} is a meta tensor (it has no data to read)")
     return value
 
 
@@ -281,7 +247,8 @@ def _cpu(t: Optional[Tensor]) -> Optional[Tensor]:
 def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_per_grid_ts=None,
                    attention_mask=None, *, scheme: str = "circle",
                    circle: Optional[CircleConfig] = None,
-                   vision: Optional[VisionConfig] = None) -> Tuple[Tensor, Tensor]:
+                   vision: Optional[VisionConfig] = None,
+                   compat: Optional[str] = None) -> Tuple[Tensor, Tensor]:
     """Positions of a batch, with the shapes and meaning of Qwen2.5-VL's get_rope_index.
 
     Returns (position_ids, rope_deltas): float32 [3, batch, seq_len] (temporal, height, width;
@@ -290,19 +257,33 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
     on all three axes (decode_position_ids).
 
     scheme: "circle" (Circle-RoPE), "mrope" (Qwen's M-RoPE), "vanilla" (1-D) or "unordered".
+
+    compat: reproduce a Hugging Face transformers behaviour exactly, quirks included:
+    "hf-4.49" (4.49-4.51, Qwen's code), "hf-4.52" (4.52-5.2: second_per_grid_ts truncated to
+    an integer first) or "hf-5.3" (5.3+: padded positions 0, rope_deltas against each row's
+    real tokens, text after a video continues from its first frame). Under a compat mode the
+    integer schemes return int64 tensors, as transformers does; Circle-RoPE stays float32.
+    None or "none": this project's behaviour (equal to hf-4.49 for M-RoPE, except the delta of
+    a padded one-token row in a batch without images). circlerope.hf adapts a model.
     """
-    if not isinstance(input_ids, torch.Tensor):
-        input_ids = _tensor(input_ids, "input_ids")
-        if input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
-            input_ids = input_ids.to(torch.int64)
+    was_tensor = isinstance(input_ids, torch.Tensor)
+    input_ids = _tensor(input_ids, "input_ids", required=True)
+    if not was_tensor and input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
+        input_ids = input_ids.to(torch.int64)
     if not isinstance(scheme, str):
-        raise ValueError(f"scheme must be a string, got {scheme!r}")
+        raise ValueError(f"scheme must be a string, got {_shown(scheme)}")
+    if compat is None:
+        compat = "none"
+    if not isinstance(compat, str):
+        raise ValueError(f"compat must be a string (none, hf-4.49, hf-4.52 or hf-5.3), got {_shown(compat)}")
     c, v = _circle(circle), _vision(vision)
     position_ids, rope_deltas = _ops.rope_index(
         _cpu(input_ids), _cpu(_tensor(image_grid_thw, "image_grid_thw")),
         _cpu(_tensor(video_grid_thw, "video_grid_thw")),
         _cpu(_tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)),
-        _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args())
+        _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args(), compat)
+    if compat != "none" and scheme != "circle":  # transformers' int64 (exact: integers < 2^24)
+        position_ids, rope_deltas = position_ids.to(torch.int64), rope_deltas.to(torch.int64)
     if input_ids.device.type != "cpu":
         return position_ids.to(input_ids.device), rope_deltas.to(input_ids.device)
     return position_ids, rope_deltas
@@ -312,15 +293,17 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1) -> Ten
     """Positions of the next `count` decoded tokens from cache position `cache_position`
     (counting every token of the padded row): p + rope_deltas[b] on all three axes, in
     float32 like the reference. Returns float32 [3, batch, count] on rope_deltas' device."""
-    rope_deltas = _tensor(rope_deltas, "rope_deltas")
+    rope_deltas = _tensor(rope_deltas, "rope_deltas", required=True)
+    if rope_deltas.is_complex():
+        raise ValueError(f"rope_deltas must hold real numbers, got {rope_deltas.dtype}")
     if rope_deltas.dim() == 2 and rope_deltas.size(1) == 1:
         rope_deltas = rope_deltas[:, 0]
     if rope_deltas.dim() != 1:
         raise ValueError(f"rope_deltas must have shape [batch, 1] or [batch], got {list(rope_deltas.shape)}")
     deltas = np.ascontiguousarray(rope_deltas.detach().cpu().to(torch.float32).numpy())
-    first = _integer(cache_position, "cache_position (an integer; Hugging Face's cache_position[0])")
-    count = _integer(count, "count")
-    return torch.from_numpy(_core.decode_positions(deltas, first, count)).to(rope_deltas.device)
+    # cache_position: an integer, Hugging Face's cache_position[0] (a one-element tensor) too
+    return torch.from_numpy(_core.decode_positions(deltas, _plain(cache_position), _plain(count))).to(
+        rope_deltas.device)
 
 
 def layout_positions(layout: str, *, scheme: str = "circle", circle: Optional[CircleConfig] = None,
@@ -348,11 +331,16 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
     seq_len] for 1-D positions). Build it once per geometry and forward pass; every layer
     with that geometry reuses it."""
     r = _rotary(rotary, sections=sections, theta=theta, layout=layout, rotary_dim=rotary_dim)
-    position_ids = _tensor(position_ids, "position_ids")
+    position_ids = _tensor(position_ids, "position_ids", required=True)
     if position_ids.dim() == 2:
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
     theta_, dim, layout_, sections_ = r._args()
     return _ops.rotary_table(_cpu(position_ids), dim, sections_, theta_, layout_)
+
+
+def _fused_device(t: Tensor) -> bool:
+    """Whether the fused operators take tensors on t's device."""
+    return t.device.type == "cpu"
 
 
 def _check_device(*tensors: Tensor) -> None:
@@ -374,7 +362,8 @@ def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
     kernels, float32 math) and float64 (a scalar path, for gradcheck).
     """
     _check_device(q, k, table)
-    return _ops.rotary_apply(q, k, table, pairing, qk_layout, False)
+    # the operator reads both names; a non-string would be torch's RuntimeError
+    return _ops.rotary_apply(q, k, table, _text(pairing, "pairing"), _text(qk_layout, "qk_layout"), False)
 
 
 def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16, 24, 24),
@@ -384,8 +373,8 @@ def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16,
     """Hugging Face's apply_multimodal_rotary_pos_emb from position_ids in one fused op:
     builds the table (rotary_table) and rotates q and k (apply_rotary). Use RotaryEmbedding
     to share one table across the layers of a forward pass."""
-    table = rotary_table(position_ids, sections=tuple(sections), theta=theta, layout=layout,
-                         rotary_dim=rotary_dim)
+    table = rotary_table(position_ids, RotaryConfig(sections=sections, theta=theta, layout=layout,
+                                                    rotary_dim=rotary_dim, pairing=pairing))
     return apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
 
 
@@ -393,13 +382,16 @@ def cos_sin(table: Tensor, pairing: str = "neox") -> Tuple[Tensor, Tensor]:
     """A table as Hugging Face's (cos, sin), each [batch, seq_len, rotary_dim], so that
     q * cos + rotate_half(q) * sin (neox) gives the same rotation; for gptj each value is
     repeated per adjacent pair instead."""
+    if not isinstance(table, torch.Tensor) or table.dim() != 3 or table.size(-1) % 2:
+        raise ValueError("table must be a [batch, seq_len, rotary_dim] tensor from rotary_table, got "
+                         + (f"shape {list(table.shape)}" if isinstance(table, torch.Tensor) else _shown(table)))
     half = table.size(-1) // 2
     cos, sin = table[..., :half], table[..., half:]
     if pairing == "neox":
         return torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
     if pairing == "gptj":
         return cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
-    raise ValueError(f"pairing '{pairing}' (expected neox or gptj)")
+    raise ValueError(f"pairing {_shown(pairing)} (expected 'neox' or 'gptj')")
 
 
 # ---------------------------------------------------------------------- AGE ---
@@ -409,14 +401,15 @@ _SCHEME_LETTER = {"circle": "C", "mrope": "M", "vanilla": "V", "unordered": "U"}
 
 class AgePlan:
     """A geometry per layer (SPEC 6): "all", "lower", "upper", "alternate" (the paper's best),
-    "strategy_1".."strategy_4", or a pattern of C/M/V/U letters repeated to `layers`."""
+    "strategy_1".."strategy_4", or a pattern of C/M/V/U letters repeated to `layers` (required,
+    1..100000): AgePlan("alternate", 36)."""
 
-    def __init__(self, spec: str = "alternate", layers: int = 1):
-        if not isinstance(spec, str):
-            raise ValueError(f"AGE plan spec must be a string, got {spec!r}")
-        layers = _integer(layers, "AGE plan layers", 1, 100_000)
+    def __init__(self, spec: str, layers: int = None):
+        if layers is None:  # AgePlan(spec) built a one-layer plan silently
+            raise ValueError(f"AgePlan({_shown(spec)}) needs the layer count: AgePlan(spec, layers)")
+        # The core checks both (a plan is valid by construction).
+        self.pattern, self.schemes, self._layer_geometry = _core.age_plan(spec, _plain(layers))
         self.spec = spec
-        self.pattern, self.schemes, self._layer_geometry = _core.age_plan(spec, layers)
 
     def __len__(self) -> int:
         return len(self._layer_geometry)
@@ -426,9 +419,9 @@ class AgePlan:
         return len(self)
 
     def _check(self, layer: int) -> int:
-        value = _scalar(layer)
+        value = _plain(layer)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-            raise ValueError(f"layer must be an integer, got {layer!r}")
+            raise ValueError(f"layer must be an integer, got {_shown(layer)}")
         if not 0 <= int(value) < len(self):
             raise ValueError(f"layer {int(value)} is outside the plan's {len(self)} layers")
         return int(value)
@@ -480,14 +473,22 @@ class RotaryEmbedding(torch.nn.Module):
     q, k = angles.apply(layer, q, k)
     """
 
-    def __init__(self, plan: Union[AgePlan, str] = "all", layers: Optional[int] = None, *,
+    def __init__(self, plan: Union[AgePlan, str] = None, layers: Optional[int] = None, *,
                  rotary: Optional[RotaryConfig] = None, circle: Optional[CircleConfig] = None,
                  vision: Optional[VisionConfig] = None):
         super().__init__()
+        if plan is None:  # it used to default to a one-layer "all"
+            raise ValueError("RotaryEmbedding needs a plan: RotaryEmbedding(AgePlan(spec, layers)) or "
+                             "RotaryEmbedding(spec, layers)")
         if isinstance(plan, str):
-            plan = AgePlan(plan, 1 if layers is None else layers)
+            if layers is None:  # a one-layer plan was built silently
+                raise ValueError(f"RotaryEmbedding({_shown(plan)}) needs the layer count: RotaryEmbedding(plan, "
+                                 "layers) or RotaryEmbedding(AgePlan(spec, layers))")
+            plan = AgePlan(plan, layers)
         elif not isinstance(plan, AgePlan):
             raise ValueError(f"plan must be an AgePlan or a plan string, got {type(plan).__name__}")
+        elif layers is not None and _plain(layers) != len(plan):
+            raise ValueError(f"layers={_shown(layers)} differs from the {len(plan)} layers of the plan")
         self.plan = plan
         self.rotary = _rotary(rotary)
         self.circle, self.vision = _circle(circle), _vision(vision)
@@ -547,6 +548,8 @@ def ptd(input_ids=None, image_grid_thw=None, video_grid_thw=None, second_per_gri
         if input_ids is None:
             raise ValueError("ptd: input_ids or layout is required")
         seconds = _tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)
+        if seconds is not None and (seconds.is_complex() or seconds.dtype == torch.bool):
+            raise ValueError(f"second_per_grid_ts must hold real numbers, got {seconds.dtype}")
         if seconds is not None and seconds.dim() != 1:
             raise ValueError(f"second_per_grid_ts must be 1-D (one value per video), got shape {list(seconds.shape)}")
         out = _core.batch_metrics(

@@ -1,7 +1,7 @@
 // AGE plans (SPEC 6).
 #include "circlerope/age.h"
 
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 
@@ -19,63 +19,67 @@ char letter(Scheme s) {
 
 }  // namespace
 
-Scheme AgePlan::layer_scheme(int layer) const {
+int AgePlan::layer_geometry(int layer) const {
   if (layer < 0 || layer >= layers())
     detail::fail("layer ", layer, " is out of range for a plan of ", layers(), " layers");
-  return schemes[static_cast<size_t>(layer_geometry[static_cast<size_t>(layer)])];
+  return layer_geometry_[static_cast<size_t>(layer)];
 }
 
 std::string AgePlan::pattern() const {
   std::string s;
-  for (int g : layer_geometry) s += letter(schemes[static_cast<size_t>(g)]);
+  for (int g : layer_geometry_) s += letter(schemes_[static_cast<size_t>(g)]);
   return s;
 }
 
-AgePlan make_age_plan(std::string_view spec, int layers) {
-  if (layers < 1 || layers > 100000) detail::fail("AGE plan needs 1..100000 layers (got ", layers, ")");
-  std::string pattern(static_cast<size_t>(layers), 'C');
-  const int half = layers / 2;  // integer division, as SPEC 6 says
+AgePlan::AgePlan(std::string_view spec, std::int64_t layers) {
+  if (layers < 1 || layers > kMaxLayers)
+    detail::fail("AGE plan needs 1..", kMaxLayers, " layers (got ", layers, ")");
+  const auto n = static_cast<int>(layers);
+  std::string pattern(static_cast<size_t>(n), 'C');
+  const int half = n / 2;  // integer division, as SPEC 6 says
   if (spec == "all" || spec == "strategy_1") {
   } else if (spec == "lower" || spec == "strategy_2") {
-    for (int l = half; l < layers; ++l) pattern[l] = 'M';
+    for (int l = half; l < n; ++l) pattern[static_cast<size_t>(l)] = 'M';
   } else if (spec == "upper" || spec == "strategy_3") {
-    for (int l = 0; l < half; ++l) pattern[l] = 'M';
+    for (int l = 0; l < half; ++l) pattern[static_cast<size_t>(l)] = 'M';
   } else if (spec == "alternate" || spec == "strategy_4") {
-    for (int l = 1; l < layers; l += 2) pattern[l] = 'M';
+    for (int l = 1; l < n; l += 2) pattern[static_cast<size_t>(l)] = 'M';
   } else {
-    if (spec.empty() || spec.size() > static_cast<size_t>(layers))
-      detail::fail("AGE plan '", spec, "': expected all, lower, upper, alternate, strategy_1..4, or a "
-                   "pattern of C/M/V/U letters no longer than the ", layers, " layers");
+    if (spec.empty() || spec.size() > static_cast<size_t>(n))
+      detail::fail("AGE plan ", detail::quoted(spec), ": expected all, lower, upper, alternate, strategy_1..4, or a "
+                   "pattern of C/M/V/U letters no longer than the ", n, " layers");
     for (size_t i = 0; i < spec.size(); ++i)
       if (spec[i] != 'C' && spec[i] != 'M' && spec[i] != 'V' && spec[i] != 'U')
-        detail::fail("AGE plan '", spec, "': letter ", i, " '", spec[i],
-                     "' is not C (circle), M (mrope), V (vanilla) or U (unordered)");
-    for (int l = 0; l < layers; ++l) pattern[l] = spec[static_cast<size_t>(l) % spec.size()];
+        detail::fail("AGE plan ", detail::quoted(spec), ": letter ", i, " ", detail::quoted(spec.substr(i, 1)),
+                     " is not C (circle), M (mrope), V (vanilla) or U (unordered)");
+    for (int l = 0; l < n; ++l) pattern[static_cast<size_t>(l)] = spec[static_cast<size_t>(l) % spec.size()];
   }
-  AgePlan plan;
   for (char c : pattern) {
     const Scheme s = c == 'C' ? Scheme::circle
                    : c == 'M' ? Scheme::mrope
                    : c == 'V' ? Scheme::vanilla
                               : Scheme::unordered;
     int index = 0;
-    while (index < static_cast<int>(plan.schemes.size()) && plan.schemes[index] != s) ++index;
-    if (index == static_cast<int>(plan.schemes.size())) plan.schemes.push_back(s);
-    plan.layer_geometry.push_back(index);
+    while (index < static_cast<int>(schemes_.size()) && schemes_[static_cast<size_t>(index)] != s) ++index;
+    if (index == static_cast<int>(schemes_.size())) schemes_.push_back(s);
+    layer_geometry_.push_back(index);
   }
-  return plan;
 }
 
+AgePlan make_age_plan(std::string_view spec, int layers) { return AgePlan(spec, layers); }
+
 const Positions& AgePositions::layer(int l) const {
-  plan.layer_scheme(l);  // range check
-  return geometries[static_cast<size_t>(plan.layer_geometry[static_cast<size_t>(l)])];
+  const int g = plan.layer_geometry(l);  // range check
+  if (geometries.size() != plan.schemes().size())
+    detail::fail("AGE positions hold ", geometries.size(), " geometries for a plan of ", plan.schemes().size(),
+                 " (use age_rope_index)");
+  return geometries[static_cast<size_t>(g)];
 }
 
 AgePositions age_rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                             const AgePlan& plan, const CircleConfig& circle) {
-  if (plan.layer_geometry.empty()) detail::fail("AGE plan has no layers (use make_age_plan)");
   AgePositions out{plan, {}};
-  for (Scheme s : plan.schemes) out.geometries.push_back(rope_index(input, vision, {s, circle}));
+  for (Scheme s : plan.schemes()) out.geometries.push_back(rope_index(input, vision, {s, circle}));
   return out;
 }
 

@@ -2,6 +2,7 @@
 // offset, so rings are computed once per grid shape, not once per frame or row.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -27,8 +28,17 @@ inline constexpr float kLargestFrameTime = 2147483648.0f;
 // second_per_grid_t lands on the same integer.
 // Callers check the last frame with frame_time_fits() first, so the cast
 // below stays defined (tau grows with f).
+// transformers 4.52 and later cast second_per_grid_t to int64 first (0.5 s becomes 0):
+// tau = f * trunc(s) * tokens_per_second, exact integers for an integral tokens_per_second
+// (Qwen's 2), float32 otherwise, as torch computes an int64 tensor times a Python float.
 inline float frame_time_float(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
   if (vision.time == TimeMode::index) return static_cast<float>(f);
+  if (vision.compat == Compat::hf_4_52 || vision.compat == Compat::hf_5_3) {
+    const double whole = std::trunc(second_per_grid_t);  // finite and >= 0 (validated)
+    const double tps = vision.tokens_per_second;
+    if (tps == std::trunc(tps)) return static_cast<float>(static_cast<double>(f) * whole * tps);
+    return static_cast<float>(static_cast<double>(f) * whole) * static_cast<float>(tps);
+  }
   const float scaled = static_cast<float>(f) * static_cast<float>(second_per_grid_t);
   return scaled * static_cast<float>(vision.tokens_per_second);
 }

@@ -7,12 +7,23 @@
 #include <new>
 #include <vector>
 
-#include "c_guard.h"
+#include "circlerope/detail/c_guard.h"
+#include "circlerope/age.h"
+#include "circlerope/options.h"
 #include "circlerope/positions.h"
+
+struct crp_age_plan {
+  circlerope::AgePlan plan;
+};
 
 namespace {
 
 using namespace circlerope;
+
+// The header states the project's version (CMake passes it here): they must not drift apart.
+static_assert(CRP_VERSION_MAJOR == CIRCLEROPE_VERSION_MAJOR && CRP_VERSION_MINOR == CIRCLEROPE_VERSION_MINOR &&
+                  CRP_VERSION_PATCH == CIRCLEROPE_VERSION_PATCH,
+              "c_api.h's CRP_VERSION_* differ from project(VERSION) in CMakeLists.txt");
 
 static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
                   static_cast<int>(Scheme::unordered) == CRP_SCHEME_UNORDERED &&
@@ -21,6 +32,52 @@ static_assert(static_cast<int>(Scheme::vanilla) == CRP_SCHEME_VANILLA &&
               "crp_scheme values are cast to circlerope::Scheme");
 
 using detail::guarded;
+
+static_assert(CRP_MAX_TOKENS == kMaxTokens, "the C header states the core's limit");
+
+static_assert(static_cast<int>(PositiveShift::none) == CRP_POSITIVE_NONE &&
+                  static_cast<int>(PositiveShift::automatic) == CRP_POSITIVE_AUTO &&
+                  static_cast<int>(PositiveShift::offset) == CRP_POSITIVE_OFFSET,
+              "crp_positive_shift values are cast to circlerope::PositiveShift");
+
+// The C struct as the C++ one; ints from C are range-checked before they become enums.
+CircleConfig to_cpp(const crp_circle_config& c) {
+  if (c.move_to_positive < CRP_POSITIVE_NONE || c.move_to_positive > CRP_POSITIVE_OFFSET)
+    throw Error("crp_circle_config.move_to_positive must be a crp_positive_shift (0, 1 or 2; got " +
+                std::to_string(c.move_to_positive) + ")");
+  return {c.radius_auto ? RadiusMode::automatic : RadiusMode::fixed,
+          c.radius,
+          c.radius_scale,
+          c.alpha,
+          c.move_to_origin != 0,
+          c.dff_rate,
+          static_cast<PositiveShift>(c.move_to_positive),
+          c.positive_offset};
+}
+
+crp_circle_config to_c(const CircleConfig& c) {
+  return {c.radius_mode == RadiusMode::automatic ? 1 : 0, c.radius, c.radius_scale, c.alpha,
+          c.move_to_origin ? 1 : 0, c.dff_rate, static_cast<int>(c.move_to_positive), c.positive_offset};
+}
+
+static_assert(static_cast<int>(Compat::none) == CRP_COMPAT_NONE &&
+                  static_cast<int>(Compat::hf_4_49) == CRP_COMPAT_HF_4_49 &&
+                  static_cast<int>(Compat::hf_4_52) == CRP_COMPAT_HF_4_52 &&
+                  static_cast<int>(Compat::hf_5_3) == CRP_COMPAT_HF_5_3,
+              "crp_compat values are cast to circlerope::Compat");
+
+VisionConfig to_cpp(const crp_vision_config& v) {
+  if (v.compat < CRP_COMPAT_NONE || v.compat > CRP_COMPAT_HF_5_3)
+    throw Error("crp_vision_config.compat must be a crp_compat (0..3; got " + std::to_string(v.compat) + ")");
+  return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
+          v.video_token_id, v.time_is_index ? TimeMode::index : TimeMode::seconds,
+          static_cast<Compat>(v.compat)};
+}
+
+crp_vision_config to_c(const VisionConfig& v) {
+  return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
+          v.video_token_id, v.time == TimeMode::index ? 1 : 0, static_cast<int>(v.compat)};
+}
 
 std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {
   if (n < 0 || (n > 0 && !thw)) throw Error(std::string(name) + ": NULL pointer or negative count");
@@ -33,17 +90,94 @@ std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {
 
 extern "C" {
 
-void crp_circle_config_default(crp_circle_config* c) {
-  if (!c) return;
-  const CircleConfig d;
-  *c = {0, d.radius, d.radius_scale, d.alpha, d.move_to_origin ? 1 : 0, d.dff_rate, 0, 0.0};
+crp_status crp_version(int* major, int* minor, int* patch) {
+  if (major) *major = CRP_VERSION_MAJOR;
+  if (minor) *minor = CRP_VERSION_MINOR;
+  if (patch) *patch = CRP_VERSION_PATCH;
+  return CRP_OK;
 }
 
-void crp_vision_config_default(crp_vision_config* v) {
-  if (!v) return;
-  const VisionConfig d;
-  *v = {d.spatial_merge_size, d.tokens_per_second, d.vision_start_token_id, d.image_token_id,
-        d.video_token_id, 0};
+crp_status crp_circle_config_default(crp_circle_config* c) {
+  if (!c) return CRP_INVALID_ARGUMENT;
+  *c = to_c(CircleConfig{});
+  return CRP_OK;
+}
+
+crp_status crp_vision_config_default(crp_vision_config* v) {
+  if (!v) return CRP_INVALID_ARGUMENT;
+  *v = to_c(VisionConfig{});
+  return CRP_OK;
+}
+
+crp_status crp_age_plan_create(const char* spec, int64_t layers, crp_age_plan** plan, char* error,
+                               size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan) throw Error("crp_age_plan_create: plan (the output pointer) is NULL");
+    *plan = nullptr;
+    if (!spec) throw Error("crp_age_plan_create: spec is NULL");
+    *plan = new crp_age_plan{AgePlan(spec, layers)};
+  });
+}
+
+crp_status crp_age_plan_destroy(crp_age_plan* plan) {
+  delete plan;
+  return CRP_OK;
+}
+
+crp_status crp_age_plan_size(const crp_age_plan* plan, int* layers, int* geometries, char* error,
+                             size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan) throw Error("crp_age_plan_size: plan is NULL");
+    if (layers) *layers = plan->plan.layers();
+    if (geometries) *geometries = static_cast<int>(plan->plan.schemes().size());
+  });
+}
+
+crp_status crp_age_plan_geometry(const crp_age_plan* plan, int geometry, int* scheme, char* error,
+                                 size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan || !scheme) throw Error("crp_age_plan_geometry: NULL argument");
+    const auto& schemes = plan->plan.schemes();
+    if (geometry < 0 || geometry >= static_cast<int>(schemes.size()))
+      throw Error("crp_age_plan_geometry: geometry " + std::to_string(geometry) + " is out of range for a plan of " +
+                  std::to_string(schemes.size()) + " geometries");
+    *scheme = static_cast<int>(schemes[static_cast<size_t>(geometry)]);
+  });
+}
+
+crp_status crp_age_plan_layer(const crp_age_plan* plan, int layer, int* geometry, char* error,
+                              size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!plan || !geometry) throw Error("crp_age_plan_layer: NULL argument");
+    *geometry = plan->plan.layer_geometry(layer);
+  });
+}
+
+crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!config || !key || !value) throw Error("crp_circle_config_set: NULL argument");
+    CircleConfig c = to_cpp(*config);
+    set_circle_option(c, key, OptionValue::text(value), key);
+    *config = to_c(c);
+  });
+}
+
+crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
+                                 char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!config || !key || !value) throw Error("crp_vision_config_set: NULL argument");
+    VisionConfig v = to_cpp(*config);
+    set_vision_option(v, key, OptionValue::text(value), key);
+    *config = to_c(v);
+  });
+}
+
+crp_status crp_scheme_parse(const char* text, int* scheme, char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!text || !scheme) throw Error("crp_scheme_parse: NULL argument");
+    *scheme = static_cast<int>(scheme_option(OptionValue::text(text), "scheme"));
+  });
 }
 
 crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_config* vision,
@@ -54,11 +188,14 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
       throw Error("crp_rope_index: NULL argument");
     if (scheme < CRP_SCHEME_VANILLA || scheme > CRP_SCHEME_CIRCLE)
       throw Error("crp_rope_index: unknown scheme " + std::to_string(scheme));
+    // batch and seq_len bounded each on its own as well as their product: batch 2^62 with
+    // seq_len 0 holds no token, but rope_deltas would have 2^62 entries (issue 9 item 4).
     int64_t total = 0;
-    if (in->batch < 0 || in->seq_len < 0 || __builtin_mul_overflow(in->batch, in->seq_len, &total) ||
-        total > (int64_t{1} << 40))
+    if (in->batch < 0 || in->seq_len < 0 || in->batch > kMaxTokens || in->seq_len > kMaxTokens ||
+        __builtin_mul_overflow(in->batch, in->seq_len, &total) || total > kMaxTokens)
       throw Error("crp_rope_index: batch " + std::to_string(in->batch) + " x seq_len " +
-                  std::to_string(in->seq_len) + " is negative or too large");
+                  std::to_string(in->seq_len) + " is negative or more than " + std::to_string(kMaxTokens) +
+                  " tokens (CRP_MAX_TOKENS), the limit of one call");
     if (total > 0 && !in->input_ids) throw Error("crp_rope_index: input_ids is NULL");
     const auto n = static_cast<size_t>(total);
     const std::vector<GridTHW> images = grids(in->image_grid_thw, in->n_images, "image_grid_thw");
@@ -74,26 +211,9 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
         .second_per_grid_ts = in->second_per_grid_ts
                                   ? std::span<const double>(in->second_per_grid_ts, videos.size())
                                   : std::span<const double>{}};
-    const VisionConfig v{vision->spatial_merge_size, vision->tokens_per_second,
-                         vision->vision_start_token_id, vision->image_token_id,
-                         vision->video_token_id,
-                         vision->time_is_index ? TimeMode::index : TimeMode::seconds};
+    const VisionConfig v = to_cpp(*vision);
     Geometry g{static_cast<Scheme>(scheme), {}};
-    if (circle) {
-      g.circle = {circle->radius_auto ? RadiusMode::automatic : RadiusMode::fixed,
-                  circle->radius,
-                  circle->radius_scale,
-                  circle->alpha,
-                  circle->move_to_origin != 0,
-                  circle->dff_rate,
-                  circle->move_to_positive == 1   ? PositiveShift::automatic
-                  : circle->move_to_positive == 2 ? PositiveShift::offset
-                                                  : PositiveShift::none,
-                  circle->positive_offset};
-      if (circle->move_to_positive < 0 || circle->move_to_positive > 2)
-        throw Error("crp_circle_config.move_to_positive must be 0, 1 or 2 (got " +
-                    std::to_string(circle->move_to_positive) + ")");
-    }
+    if (circle) g.circle = to_cpp(*circle);
     rope_index_into(input, v, g, {position_ids, 3 * n}, {rope_deltas, static_cast<size_t>(in->batch)});
   });
 }
@@ -101,11 +221,16 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
 crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t first, int64_t count,
                                 float* out, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
-    if (batch < 0 || batch > (int64_t{1} << 40) || (batch > 0 && !rope_deltas))
+    if (batch < 0 || batch > kMaxTokens || (batch > 0 && !rope_deltas))
       throw Error("crp_decode_positions: rope_deltas is NULL or batch " + std::to_string(batch) + " is out of range");
-    const std::vector<float> d = decode_positions({rope_deltas, static_cast<size_t>(batch)}, first, count);
-    if (!d.empty() && !out) throw Error("crp_decode_positions: out is NULL");
-    std::copy(d.begin(), d.end(), out);
+    // Checked before anything is computed, and written in place: the whole output used to be
+    // built in a temporary before `out` was looked at (issue 9 item 11).
+    // Sizes the core refuses leave `n` at 0; the core then names them before it looks at `out`.
+    int64_t total = 0;
+    const bool sized = count >= 0 && !__builtin_mul_overflow(batch, count, &total) && total <= kMaxTokens;
+    const size_t n = sized ? static_cast<size_t>(3 * total) : 0;
+    if (n > 0 && !out) throw Error("crp_decode_positions: out is NULL");
+    decode_positions_into({rope_deltas, static_cast<size_t>(batch)}, first, count, {out, n});
   });
 }
 

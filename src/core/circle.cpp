@@ -8,7 +8,7 @@
 #include <numbers>
 
 #include "block.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 #include "positions_simd.h"
 
 namespace circlerope {

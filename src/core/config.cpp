@@ -1,10 +1,11 @@
 // Names and validation of the configuration types (SPEC 1, 3, 4).
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "circlerope/positions.h"
 #include "circlerope/rotary.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 
@@ -23,7 +24,24 @@ std::string_view to_string(Scheme scheme) {
 Scheme parse_scheme(std::string_view text) {
   for (Scheme s : kAllSchemes)
     if (text == to_string(s)) return s;
-  fail("unknown scheme '", text, "' (expected vanilla, unordered, mrope or circle)");
+  fail("unknown scheme ", detail::quoted(text), " (expected vanilla, unordered, mrope or circle)");
+}
+
+std::string_view to_string(Compat compat) {
+  switch (compat) {
+    case Compat::none: return "none";
+    case Compat::hf_4_49: return "hf-4.49";
+    case Compat::hf_4_52: return "hf-4.52";
+    case Compat::hf_5_3: return "hf-5.3";
+  }
+  return "?";
+}
+
+Compat parse_compat(std::string_view text) {
+  for (Compat c : kAllCompats)
+    if (text == to_string(c)) return c;
+  fail("unknown compat mode '", text, "' (expected none, hf-4.49 for transformers 4.49-4.51, hf-4.52 for 4.52-5.2 "
+       "or hf-5.3 for 5.3 and later)");
 }
 
 std::string_view to_string(FrequencyLayout layout) {
@@ -38,7 +56,7 @@ std::string_view to_string(FrequencyLayout layout) {
 FrequencyLayout parse_frequency_layout(std::string_view text) {
   for (auto l : {FrequencyLayout::chunked, FrequencyLayout::interleaved, FrequencyLayout::single})
     if (text == to_string(l)) return l;
-  fail("unknown frequency layout '", text, "' (expected chunked, interleaved or single)");
+  fail("unknown frequency layout ", detail::quoted(text), " (expected chunked, interleaved or single)");
 }
 
 void validate(const CircleConfig& c) {
@@ -74,7 +92,9 @@ void validate(const RotaryConfig& r) {
     fail("rotary dim must be even and in [2, 1024] (got ", r.rotary_dim, ")");
   if (r.layout == FrequencyLayout::single) return;
   const auto [st, sh, sw] = r.sections;
-  if (st < 0 || sh < 0 || sw < 0 || st + sh + sw != r.rotary_dim / 2)
+  // Summed in 64 bits: in int, 2147483647 + 2147483647 + 66 wraps to 64 and passed.
+  if (st < 0 || sh < 0 || sw < 0 ||
+      std::int64_t{st} + std::int64_t{sh} + std::int64_t{sw} != r.rotary_dim / 2)
     fail("mrope sections [", st, ", ", sh, ", ", sw, "] must be >= 0 and sum to rotary_dim/2 = ",
          r.rotary_dim / 2);
 }

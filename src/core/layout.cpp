@@ -5,7 +5,7 @@
 #include <string>
 
 #include "circlerope/positions.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 
@@ -46,7 +46,7 @@ std::vector<Segment> parse_layout(std::string_view layout) {
     const std::string_view kind = item.substr(0, colon);
     const std::string_view value = colon == std::string_view::npos ? "" : item.substr(colon + 1);
     auto bad = [&](const char* expected) {
-      detail::fail("layout item ", index, " '", item, "': expected ", expected,
+      detail::fail("layout item ", index, " ", detail::quoted(item), ": expected ", expected,
                    " with positive integers");
     };
     Segment seg;
@@ -71,12 +71,12 @@ std::vector<Segment> parse_layout(std::string_view layout) {
         const auto [end, ec] = std::from_chars(sec.data(), sec.data() + sec.size(), seg.second_per_grid_t);
         if (ec != std::errc() || end != sec.data() + sec.size() || !std::isfinite(seg.second_per_grid_t) ||
             seg.second_per_grid_t < 0)
-          detail::fail("layout item ", index, " '", item, "': seconds per grid '", sec,
-                       "' must be a finite number >= 0");
+          detail::fail("layout item ", index, " ", detail::quoted(item), ": seconds per grid ", detail::quoted(sec),
+                       " must be a finite number >= 0");
       }
     } else {
-      detail::fail("layout item ", index, " '", item, "': unknown kind '", kind,
-                   "' (expected text:N, image:HxW or video:TxHxW[@SECONDS])");
+      detail::fail("layout item ", index, " ", detail::quoted(item), ": unknown kind ", detail::quoted(kind),
+                   " (expected text:N, image:HxW or video:TxHxW[@SECONDS])");
     }
     out.push_back(seg);
     if (comma == std::string_view::npos) break;

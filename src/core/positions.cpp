@@ -14,7 +14,7 @@
 #include "block.h"
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 #include "positions_simd.h"
 
 namespace circlerope {
@@ -33,12 +33,11 @@ struct Chunk {
   double seconds = 1.0;  // second_per_grid_t of a video
 };
 
-// Each term is at most 2^31 when added, so the running sum cannot overflow.
-constexpr int64_t kMaxLayoutTokens = int64_t{1} << 31;
-
+// Each term is at most kMaxTokens when added, so the running sum cannot overflow.
 void add_layout_tokens(int64_t& total, int64_t tokens, size_t segment) {
-  if (tokens > kMaxLayoutTokens || total + tokens > kMaxLayoutTokens)
-    fail("layout has more than 2^31 tokens (at segment ", segment, ")");
+  if (tokens > kMaxTokens || total + tokens > kMaxTokens)
+    fail("layout has more than ", kMaxTokens, " tokens, the limit of one call (segment ", segment, " adds ",
+         tokens, " to ", total, ")");
   total += tokens;
 }
 
@@ -69,22 +68,34 @@ class Placer {
   Placer(const Geometry& geometry, const VisionConfig& vision)
       : geometry_(geometry), vision_(vision), kernels_(detail::positions_kernels()) {}
 
-  // Writes the row's unmasked positions; returns the rope delta (SPEC 1).
-  float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len,
+  // Writes the row's unmasked positions; returns the rope delta (SPEC 1; Compat in
+  // positions.h for the transformers behaviours). `padded`: the row has masked tokens. With
+  // out.t null it writes nothing and only runs the checks (the first pass of
+  // rope_index_into), with the same arithmetic, so a row that passed it cannot fail when written.
+  float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len, bool padded,
                   std::vector<BlockInfo>* blocks) {
     double next = 0.0;  // always a float32 value, like the reference's st_idx
-    float last_max = 0;
-    bool any = false;
+    float last_max = 0;  // of the last chunk: where the next one continues from
+    float row_max = -std::numeric_limits<float>::infinity();
     int64_t k = 0;
+    const bool write = out.t != nullptr;
     for (const Chunk& chunk : chunks) {
-      kernels_.place_text(next, chunk.text, out.t + k, out.h + k, out.w + k);
+      if (write) kernels_.place_text(next, chunk.text, out.t + k, out.h + k, out.w + k);
       if (out.token_block) std::fill_n(out.token_block + k, chunk.text, kTextToken);
       k += chunk.text;
-      if (chunk.text > 0) last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
+      if (chunk.text > 0) {
+        last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
+        row_max = std::max(row_max, last_max);
+      }
       if (chunk.has_block) {
         const double anchor = next + static_cast<double>(chunk.text);
         const int64_t tokens = chunk.t * chunk.hm * chunk.wm;
-        last_max = place_block(chunk, anchor, out, k);
+        const BlockExtent extent = place_block(chunk, anchor, out, k);
+        row_max = std::max(row_max, extent.max);
+        // transformers 5.3 continues after a video from its first frame (start + max(h, w)/m
+        // under M-RoPE), reusing the later frames' temporal positions; everyone else from
+        // the block's maximum.
+        last_max = vision_.compat == Compat::hf_5_3 ? extent.first_frame_max : extent.max;
         if (blocks) {
           if (out.token_block) std::fill_n(out.token_block + k, tokens, static_cast<int32_t>(blocks->size()));
           blocks->push_back({out.row, out.padded_index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
@@ -92,14 +103,23 @@ class Placer {
         }
         k += tokens;
       }
-      if (chunk.text > 0 || chunk.has_block) {
-        any = true;
+      if (chunk.text > 0 || chunk.has_block)
         next = static_cast<double>(last_max + 1.0f);  // float32, as torch computes st_idx
-      }
     }
-    if (!any) return static_cast<float>(-seq_len);  // empty row: decoding starts at 0
-    return static_cast<float>(next) - static_cast<float>(seq_len);
+    const Compat compat = vision_.compat;
+    // transformers' text-only branch (4.49-5.2, a batch without grids) takes the row
+    // maximum over the padded positions too, whose value is 1.
+    if (text_only_batch_ && padded && (compat == Compat::hf_4_49 || compat == Compat::hf_4_52))
+      row_max = std::max(row_max, 1.0f);
+    const bool empty = row_max == -std::numeric_limits<float>::infinity();
+    if (compat == Compat::hf_5_3)  // deltas against the unpadded length
+      return empty ? 0.0f : (row_max + 1.0f) - static_cast<float>(k);
+    if (empty) return static_cast<float>(-seq_len);  // empty row: decoding starts at 0
+    return (row_max + 1.0f) - static_cast<float>(seq_len);
   }
+
+  // transformers' text-only branch applies (set by the caller: no grids in the batch).
+  void set_text_only_batch(bool value) { text_only_batch_ = value; }
 
  private:
   const detail::FrameCoordinates& frame(int64_t hm, int64_t wm) {
@@ -109,36 +129,43 @@ class Placer {
     return cache_.back().second;
   }
 
-  float place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
+  struct BlockExtent {
+    float max = 0;              // over every axis of every token
+    float first_frame_max = 0;  // over every axis of frame 0
+  };
+
+  BlockExtent place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
     const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
     const auto cells = static_cast<int64_t>(coords.cells());
     const double* pt = coords.t.data();
     const double* ph = coords.h.data();
     const double* pw = coords.w.data();
-    double high = -std::numeric_limits<double>::infinity(), low = -high;
+    double high = -std::numeric_limits<double>::infinity(), low = -high, first_high = high;
     for (int64_t f = 0; f < chunk.t; ++f, k += cells) {
       const int64_t tau = chunk.is_video ? detail::frame_time(f, chunk.seconds, vision_) : 0;
       const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
       const double bt = anchor + o.t, bh = anchor + o.h, bw = anchor + o.w;
-      float* t = out.t + k;
-      float* h = out.h + k;
-      float* w = out.w + k;
-      kernels_.place_cells(pt, bt, t, cells);
-      kernels_.place_cells(ph, bh, h, cells);
-      kernels_.place_cells(pw, bw, w, cells);
+      if (out.t) {
+        kernels_.place_cells(pt, bt, out.t + k, cells);
+        kernels_.place_cells(ph, bh, out.h + k, cells);
+        kernels_.place_cells(pw, bw, out.w + k, cells);
+      }
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
       low = std::min({low, bt + coords.min.t, bh + coords.min.h, bw + coords.min.w});
+      if (f == 0) first_high = high;
     }
     if (!std::isfinite(static_cast<float>(high)) || !std::isfinite(static_cast<float>(low)))
       fail(kind_name(chunk.is_video), " ", chunk.grid_index, " of row ", out.row, ": positions reach ",
            std::fabs(high) > std::fabs(low) ? high : low,
            ", beyond float32 (is the radius or the move_to_positive offset too large?)");
-    return static_cast<float>(high);  // rounding is monotone: max of the rounded values
+    // rounding is monotone: the max of the rounded values
+    return {static_cast<float>(high), static_cast<float>(first_high)};
   }
 
   const Geometry& geometry_;
   const VisionConfig& vision_;
   const detail::PositionsKernels& kernels_;
+  bool text_only_batch_ = false;
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
 
@@ -250,7 +277,12 @@ class RowSplitter {
 void validate_input(const RopeIndexInput& in) {
   if (in.batch < 0 || in.seq_len < 0)
     fail("batch and seq_len must be >= 0 (got ", in.batch, " x ", in.seq_len, ")");
-  const int64_t total = checked_product(in.batch, in.seq_len, "batch x seq_len");
+  // Each bounded on its own too: batch 2^62 with seq_len 0 holds no token but 2^62 deltas.
+  int64_t total = 0;
+  if (in.batch > kMaxTokens || in.seq_len > kMaxTokens ||
+      __builtin_mul_overflow(in.batch, in.seq_len, &total) || total > kMaxTokens)
+    fail("batch ", in.batch, " x seq_len ", in.seq_len, " is more than ", kMaxTokens,
+         " tokens, the limit of one call");
   if (static_cast<int64_t>(in.input_ids.size()) != total)
     fail("input_ids has ", in.input_ids.size(), " values but batch x seq_len = ", in.batch, " x ",
          in.seq_len, " = ", total);
@@ -277,56 +309,88 @@ void validate_call(const RopeIndexInput& input, const VisionConfig& vision, cons
 }
 
 // The shared body of rope_index and rope_index_into; the caller ran validate_call.
+// Two passes, so that nothing is written when the input is invalid (issue 9 item 14; rotate
+// has the same contract): the first splits every row into chunks and runs every check of the
+// placement without writing; the second writes. Only rows with a vision block keep their
+// chunks between the passes (a text-only row is one run of its unmasked tokens).
 void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
            float* position_ids, float* rope_deltas, int32_t* token_block,
-           std::vector<BlockInfo>* blocks) {
+           std::vector<BlockInfo>* blocks, int64_t* real_tokens) {
   const int64_t batch = input.batch, seq = input.seq_len;
   Placer placer(geometry, vision);
+  placer.set_text_only_batch(input.image_grid_thw.empty() && input.video_grid_thw.empty());
+  // transformers 5.3 starts from zeros; everyone else, the reference included, from ones.
+  const float padding = vision.compat == Compat::hf_5_3 ? 0.0f : 1.0f;
   RowSplitter splitter(input, vision);
-  std::vector<Chunk> chunks;
-  // Masked rows are compacted into scratch, placed, then scattered back.
+  std::vector<Chunk> chunks, kept;               // this row's; every block row's, in order
+  std::vector<uint32_t> kept_count(static_cast<size_t>(batch), 0);  // 0: a text-only row
   std::vector<int64_t> real, compact_ids;
+  auto all_real = [&](const int64_t* mask) { return std::all_of(mask, mask + seq, [](int64_t m) { return m == 1; }); };
+
+  // Pass 1: checks only.
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t* ids = input.input_ids.data() + b * seq;
+    const int64_t* mask = input.attention_mask.empty() ? nullptr : input.attention_mask.data() + b * seq;
+    if (!mask || all_real(mask)) {
+      // No padding in this row (every row of an unpadded batch): no compaction.
+      splitter.split(b, ids, seq, nullptr, chunks);
+    } else {
+      real.clear();
+      compact_ids.clear();
+      for (int64_t s = 0; s < seq; ++s) {
+        if (mask[s] == 1) {
+          real.push_back(s);
+          compact_ids.push_back(ids[s]);
+        } else if (mask[s] != 0) {
+          fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
+        }
+      }
+      splitter.split(b, compact_ids.data(), static_cast<int64_t>(real.size()), real.data(), chunks);
+    }
+    if (std::none_of(chunks.begin(), chunks.end(), [](const Chunk& c) { return c.has_block; })) continue;
+    placer.place_row(chunks, RowOut{.row = b}, seq, false, nullptr);  // the float32 range of its blocks
+    kept.insert(kept.end(), chunks.begin(), chunks.end());
+    kept_count[static_cast<size_t>(b)] = static_cast<uint32_t>(chunks.size());
+  }
+  splitter.finish();
+
+  // Pass 2: writes; nothing in it can fail.
   std::vector<float> scratch;
   std::vector<int32_t> scratch_map;
+  size_t next_kept = 0;
   for (int64_t b = 0; b < batch; ++b) {
     float* row_t = position_ids + (0 * batch + b) * seq;
     float* row_h = position_ids + (1 * batch + b) * seq;
     float* row_w = position_ids + (2 * batch + b) * seq;
     int32_t* row_map = token_block ? token_block + b * seq : nullptr;
-    const int64_t* ids = input.input_ids.data() + b * seq;
-    if (input.attention_mask.empty()) {
-      splitter.split(b, ids, seq, nullptr, chunks);
-      rope_deltas[b] = placer.place_row(chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
-      continue;
-    }
-    const int64_t* mask = input.attention_mask.data() + b * seq;
-    if (std::all_of(mask, mask + seq, [](int64_t m) { return m == 1; })) {
-      // No padding in this row (every row of an unpadded batch): place it in place, as
-      // without a mask, instead of compacting into scratch and scattering back.
-      splitter.split(b, ids, seq, nullptr, chunks);
-      rope_deltas[b] = placer.place_row(chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, blocks);
-      continue;
-    }
+    const int64_t* mask = input.attention_mask.empty() ? nullptr : input.attention_mask.data() + b * seq;
+    const bool compact = mask && !all_real(mask);
     real.clear();
-    compact_ids.clear();
-    for (int64_t s = 0; s < seq; ++s) {
-      if (mask[s] == 1) {
-        real.push_back(s);
-        compact_ids.push_back(ids[s]);
-      } else if (mask[s] == 0) {
-        row_t[s] = row_h[s] = row_w[s] = 1.0f;  // SPEC 1: masked tokens get 1
-        if (row_map) row_map[s] = kMaskedToken;
-      } else {
-        fail("attention_mask[", b, "][", s, "] = ", mask[s], " (expected 0 or 1)");
-      }
+    if (compact)
+      for (int64_t s = 0; s < seq; ++s)
+        if (mask[s] == 1) real.push_back(s);
+    const int64_t n = compact ? static_cast<int64_t>(real.size()) : seq;
+    if (real_tokens) real_tokens[b] = n;
+    const uint32_t count = kept_count[static_cast<size_t>(b)];
+    Chunk text_only{.text = n};
+    const std::span<const Chunk> row_chunks =
+        count ? std::span<const Chunk>(kept.data() + next_kept, count) : std::span<const Chunk>(&text_only, n > 0);
+    next_kept += count;
+    if (!compact) {
+      rope_deltas[b] =
+          placer.place_row(row_chunks, {row_t, row_h, row_w, row_map, nullptr, b}, seq, false, blocks);
+      continue;
     }
-    const auto n = static_cast<int64_t>(real.size());
-    splitter.split(b, compact_ids.data(), n, real.data(), chunks);
     scratch.resize(static_cast<size_t>(3 * n));
     scratch_map.resize(row_map ? static_cast<size_t>(n) : 0);
     const RowOut out{scratch.data(), scratch.data() + n, scratch.data() + 2 * n,
                      row_map ? scratch_map.data() : nullptr, real.data(), b};
-    rope_deltas[b] = placer.place_row(chunks, out, seq, blocks);
+    rope_deltas[b] = placer.place_row(row_chunks, out, seq, true, blocks);
+    for (int64_t s = 0; s < seq; ++s)
+      if (mask[s] == 0) {
+        row_t[s] = row_h[s] = row_w[s] = padding;  // SPEC 1: masked tokens get 1 (hf-5.3: 0)
+        if (row_map) row_map[s] = kMaskedToken;
+      }
     for (int64_t k = 0; k < n; ++k) {
       row_t[real[k]] = out.t[k];
       row_h[real[k]] = out.h[k];
@@ -334,7 +398,6 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
       if (row_map) row_map[real[k]] = out.token_block[k];
     }
   }
-  splitter.finish();
 }
 
 }  // namespace
@@ -343,14 +406,17 @@ Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry) {
   validate_call(input, vision, geometry);
   Positions out;
+  out.scheme = geometry.scheme;
   out.batch = input.batch;
   out.seq_len = input.seq_len;
   const auto n = static_cast<size_t>(input.batch * input.seq_len);
   out.position_ids.resize(3 * n);
   out.rope_deltas.resize(static_cast<size_t>(input.batch));
   out.token_block.resize(n);
+  out.real_tokens.resize(static_cast<size_t>(input.batch));
+  out.compat = vision.compat;
   build(input, vision, geometry, out.position_ids.data(), out.rope_deltas.data(),
-        out.token_block.data(), &out.blocks);
+        out.token_block.data(), &out.blocks, out.real_tokens.data());
   return out;
 }
 
@@ -364,7 +430,7 @@ void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
          " x ", input.seq_len, " = ", 3 * n);
   if (rope_deltas.size() != static_cast<size_t>(input.batch))
     fail("rope_deltas output has ", rope_deltas.size(), " floats, expected batch = ", input.batch);
-  build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr);
+  build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr, nullptr);
 }
 
 Positions layout_positions(std::span<const Segment> segments, const VisionConfig& vision,
@@ -399,6 +465,7 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
   if (pending_text > 0) chunks.push_back(Chunk{.text = pending_text});
 
   Positions out;
+  out.scheme = geometry.scheme;
   out.batch = 1;
   out.seq_len = total;
   out.position_ids.resize(static_cast<size_t>(3 * total));
@@ -406,13 +473,17 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
   out.token_block.resize(static_cast<size_t>(total));
   float* base = out.position_ids.data();
   const RowOut row{base, base + total, base + 2 * total, out.token_block.data(), nullptr, 0};
+  out.real_tokens = {total};
+  out.compat = vision.compat;
   Placer placer(geometry, vision);
-  out.rope_deltas[0] = placer.place_row(chunks, row, total, &out.blocks);
+  out.rope_deltas[0] = placer.place_row(chunks, row, total, false, &out.blocks);
   return out;
 }
 
-std::vector<float> decode_positions(std::span<const float> rope_deltas,
-                                    int64_t first_cache_position, int64_t count) {
+namespace {
+
+// Checks a decode call and returns 3 x batch x count (the number of output floats).
+size_t checked_decode(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count) {
   // Cache positions are float32 in the output: beyond 2^31 they mean nothing.
   constexpr int64_t kMaxCachePosition = int64_t{1} << 31;
   if (first_cache_position < 0 || count < 0 || first_cache_position > kMaxCachePosition ||
@@ -421,15 +492,67 @@ std::vector<float> decode_positions(std::span<const float> rope_deltas,
          first_cache_position, ", ", count, ")");
   const auto batch = static_cast<int64_t>(rope_deltas.size());
   int64_t total = 0;
-  if (__builtin_mul_overflow(batch, count, &total) || total > (int64_t{1} << 40) / 3)
-    fail("decode positions: batch ", batch, " x count ", count, " is too large");
-  std::vector<float> out(static_cast<size_t>(3 * batch * count));
+  if (batch > kMaxTokens || count > kMaxTokens || __builtin_mul_overflow(batch, count, &total) ||
+      total > kMaxTokens)
+    fail("decode positions: batch ", batch, " x count ", count, " is more than ", kMaxTokens,
+         " tokens, the limit of one call");
+  // Deltas of rope_index are finite; NaN or inf from elsewhere gave NaN or inf positions
+  // (issue 9 item 8). A finite delta keeps p + delta finite: p <= 2^31 is far below half an
+  // ulp of FLT_MAX.
+  for (int64_t b = 0; b < batch && count > 0; ++b)
+    if (!std::isfinite(rope_deltas[static_cast<size_t>(b)]))
+      fail("decode positions: rope_deltas[", b, "] = ", rope_deltas[static_cast<size_t>(b)], " is not finite");
+  return static_cast<size_t>(3 * total);
+}
+
+void fill_decode(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count, float* out) {
+  const auto batch = static_cast<int64_t>(rope_deltas.size());
   for (int axis = 0; axis < 3; ++axis)
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < count; ++i)
         // float32 like the reference's cache_position + rope_deltas
         out[static_cast<size_t>((axis * batch + b) * count + i)] =
-            static_cast<float>(first_cache_position + i) + rope_deltas[b];
+            static_cast<float>(first_cache_position + i) + rope_deltas[static_cast<size_t>(b)];
+}
+
+}  // namespace
+
+std::vector<float> decode_positions(std::span<const float> rope_deltas,
+                                    int64_t first_cache_position, int64_t count) {
+  std::vector<float> out(checked_decode(rope_deltas, first_cache_position, count));
+  fill_decode(rope_deltas, first_cache_position, count, out.data());
+  return out;
+}
+
+void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cache_position, int64_t count,
+                           std::span<float> out) {
+  const size_t expected = checked_decode(rope_deltas, first_cache_position, count);
+  if (out.size() != expected)
+    fail("decode positions: the output holds ", out.size(), " floats, expected 3 x ", rope_deltas.size(), " x ",
+         count, " = ", expected);
+  if (expected > 0 && out.data() == nullptr) fail("decode positions: the output is null");
+  fill_decode(rope_deltas, first_cache_position, count, out.data());
+}
+
+std::vector<float> next_positions(const Positions& p, int64_t count) {
+  if (p.compat != Compat::hf_5_3) return decode_positions(p.rope_deltas, p.seq_len, count);
+  if (p.real_tokens.size() != p.rope_deltas.size())
+    fail("next_positions: positions hold ", p.real_tokens.size(), " real-token counts for ",
+         p.rope_deltas.size(), " rows");
+  // hf-5.3: row b continues at real_tokens[b] + rope_delta[b] (its last position + 1). Each
+  // row is the decode rule of a batch of one whose cache holds only the real tokens.
+  std::vector<float> out;
+  const auto batch = static_cast<int64_t>(p.rope_deltas.size());
+  std::vector<std::vector<float>> rows;
+  rows.reserve(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b)
+    rows.push_back(decode_positions({&p.rope_deltas[static_cast<size_t>(b)], 1},
+                                    p.real_tokens[static_cast<size_t>(b)], count));
+  out.resize(static_cast<size_t>(3 * batch * count));
+  for (int axis = 0; axis < 3; ++axis)
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy_n(rows[static_cast<size_t>(b)].begin() + axis * count, count,
+                  out.begin() + (axis * batch + b) * count);
   return out;
 }
 

@@ -2,8 +2,8 @@
 // or as a test or benchmark forces them.
 #include <atomic>
 
-#include "cpu_features.h"
-#include "fail.h"
+#include "circlerope/detail/fail.h"
+#include "circlerope/detail/cpu_features.h"
 #include "positions_simd.h"
 
 namespace circlerope::detail {

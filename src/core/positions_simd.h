@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "circlerope/detail/positions_path.h"
+
 namespace circlerope::detail {
 
 // One frame's ring before the move_to_positive shift: raster order, hm * wm cells.
@@ -59,16 +61,6 @@ void ring_avx512(RingJob& job);
 extern const PositionsKernels kPositionsAvx2;  // ring, scan and placement in AVX2
 #endif
 
-// Which loops the positions use: `scalar` is the reference (circle_ring's libm ring, plain
-// loops); `avx2` the AVX2 set; `avx512` the AVX-512 ring with the rest of the AVX2 set.
-// `automatic` picks avx512, else avx2, else scalar, from CPUID and XGETBV
-// (cpu_features.h). Tests and `circlerope bench positions` force a path through
-// set_positions_path (process-wide); forcing one this CPU lacks throws Error.
-enum class PositionsPath { automatic, scalar, avx2, avx512 };
-void set_positions_path(PositionsPath path);
-PositionsPath positions_path();  // what is in use: the forced path, or automatic's choice
-const char* to_string(PositionsPath path);
-bool positions_path_available(PositionsPath path);
 const PositionsKernels& positions_kernels();  // of positions_path()
 
 }  // namespace circlerope::detail

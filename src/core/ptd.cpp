@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "fail.h"
+#include "circlerope/detail/fail.h"
 
 namespace circlerope {
 
@@ -37,6 +37,14 @@ double mean_abs_deviation(const std::vector<double>& v) {
 }  // namespace
 
 CouplingMetrics coupling_metrics(const Positions& pos, Scheme scheme, const RotaryConfig& rotary) {
+  if (scheme != pos.scheme)
+    detail::fail("coupling_metrics: scheme ", to_string(scheme), " is not the scheme ", to_string(pos.scheme),
+                 " the positions were made with");
+  return coupling_metrics(pos, rotary);
+}
+
+CouplingMetrics coupling_metrics(const Positions& pos, const RotaryConfig& rotary) {
+  const Scheme scheme = pos.scheme;
   validate(rotary);
   if (pos.token_block.size() != static_cast<size_t>(pos.batch * pos.seq_len))
     detail::fail("coupling_metrics needs the token map of rope_index/layout_positions");

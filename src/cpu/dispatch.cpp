@@ -7,10 +7,11 @@
 #include <ostream>
 #include <string>
 
-#include "../core/cpu_features.h"
-#include "../core/fail.h"
+#include "circlerope/detail/cpu_features.h"
+#include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
+#include "overlap.h"
 #include "parallel.h"
 #include "self_test.h"
 
@@ -48,19 +49,19 @@ DType parse_dtype(std::string_view text) {
   if (text == "float32" || text == "fp32") return DType::float32;
   if (text == "bfloat16" || text == "bf16") return DType::bfloat16;
   if (text == "float16" || text == "fp16") return DType::float16;
-  fail("unknown dtype '", text, "' (expected float32, bfloat16 or float16)");
+  fail("unknown dtype ", detail::quoted(text), " (expected float32, bfloat16 or float16)");
 }
 
 Pairing parse_pairing(std::string_view text) {
   if (text == "neox") return Pairing::neox;
   if (text == "gptj") return Pairing::gptj;
-  fail("unknown pairing '", text, "' (expected neox or gptj)");
+  fail("unknown pairing ", detail::quoted(text), " (expected neox or gptj)");
 }
 
 Isa parse_isa(std::string_view text) {
   for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16})
     if (text == to_string(isa)) return isa;
-  fail("unknown code path '", text, "' (expected automatic, portable, avx2, avx512 or avx512bf16)");
+  fail("unknown code path ", detail::quoted(text), " (expected automatic, portable, avx2, avx512 or avx512bf16)");
 }
 
 std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }
@@ -196,6 +197,18 @@ bool same_view(const HeadTensor& a, const HeadTensor& b) {
   return a.data == b.data && a.strides == b.strides;
 }
 
+// Throws the message parts unless the byte sets of a and b are disjoint (overlap.h).
+template <typename... Parts>
+void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... message) {
+  switch (cpu::byte_overlap(a, b)) {
+    case cpu::Overlap::disjoint: return;
+    case cpu::Overlap::shared: fail(message...);
+    case cpu::Overlap::undecided:
+      fail(message..., "? (undecided: their strides are too irregular to tell within the work limit; give "
+                       "the targets separate buffers)");
+  }
+}
+
 }  // namespace
 
 namespace cpu {
@@ -254,13 +267,18 @@ HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
 
 void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params) {
-  if (params.threads < 0) fail("threads must be >= 0 (got ", params.threads, ")");
+  if (params.threads < 0 || params.threads > kMaxThreads)
+    fail("threads must be in [0, ", kMaxThreads, "] (got ", params.threads, "; 0 = all cores)");
   const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
   const int rot = table.rotary_dim;
   if (rot < 2 || rot > 1024 || rot % 2 != 0)
     fail("table: rotary_dim ", rot, " must be even and in 2..1024");
-  if (table.batch < 0 || table.seq_len < 0)
-    fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0");
+  // Tables hold at most kMaxTokens tokens (make_rotary_table); a view from elsewhere too, so
+  // that batch x seq_len cannot overflow.
+  if (table.batch < 0 || table.seq_len < 0 || table.batch > kMaxTokens || table.seq_len > kMaxTokens ||
+      table.batch * table.seq_len > kMaxTokens)
+    fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0 and hold at most ",
+         kMaxTokens, " tokens");
   if (table.values == nullptr && table.batch * table.seq_len > 0) fail("table: values are null");
   if (targets.empty()) return;
   if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");
@@ -287,23 +305,30 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
     if (in.shape[3] < rot)
       fail(name, ": head_dim ", in.shape[3], " is smaller than the rotary dim ", rot);
     const std::int64_t in_span = span_elements(in, {i, " in"});
-    const std::int64_t out_span = span_elements(out, {i, " out"});
+    span_elements(out, {i, " out"});  // validates out's sizes and strides
     if (in_span == 0) continue;
     const bool in_place = same_view(in, out);
     if (!in_place) {
       if (in.data == out.data)
         fail(name, ": out has the same data as in but strides ", shape_text(out.strides),
              " instead of ", shape_text(in.strides), " (in place needs the same view)");
-      const std::size_t size = dtype_size(in.dtype);
-      const auto* a = static_cast<const char*>(in.data);
-      const auto* b = static_cast<const char*>(out.data);
-      const bool disjoint = a + in_span * static_cast<std::int64_t>(size) <= b ||
-                            b + out_span * static_cast<std::int64_t>(size) <= a;
-      if (!disjoint) fail(name, ": out overlaps in without being the same view");
+      require_disjoint(in, out, name, ": out overlaps in without being the same view (in place needs the same data "
+                       "and strides)");
     }
-    for (std::size_t j = 0; j < i; ++j)  // the cheap, common mistake: one tensor passed twice
-      if (targets[j].out.data == out.data)
+    // Writes must not reach what another target writes or reads (overlap.h decides on the
+    // bytes, so q and k views of one fused qkv buffer pass; out[1] = out[0] + 1 float, which
+    // only a check of the data pointers let through, does not).
+    for (std::size_t j = 0; j < i; ++j) {
+      if (targets[j].out.data == out.data)  // the cheap, common mistake: one tensor passed twice
         fail(name, ": out has the same data as target ", j, "'s out (each would be rotated twice)");
+      require_disjoint(targets[j].out, out, name, ": out shares memory with target ", j, "'s out");
+    }
+    for (std::size_t j = 0; j < targets.size(); ++j) {
+      if (j == i || span_elements(targets[j].in, {j, " in"}) == 0) continue;
+      if (!same_view(targets[j].in, targets[j].out))  // an in place target's in is its out, checked above
+        require_disjoint(targets[j].in, out, name, ": out shares memory with target ", j,
+                         "'s in (target ", j, " would read what target ", i, " writes)");
+    }
     if (may_overlap_itself(out))
       fail(name, ": out strides ", shape_text(out.strides), " for shape ",
            shape_text(out.shape), " may write one element twice");

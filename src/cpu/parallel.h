@@ -24,6 +24,7 @@ template <class Body>
 void parallel_for(std::int64_t n, std::int64_t grain, int threads, const Body& body) {
   if (n <= 0) return;
   const std::int64_t chunks = (n + grain - 1) / grain;
+  if (threads > chunks) threads = static_cast<int>(chunks);  // no thread without work
   if (threads <= 1 || chunks == 1) {
     body(std::int64_t{0}, n);
     return;

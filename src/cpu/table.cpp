@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "../core/fail.h"
+#include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
 #include "parallel.h"
@@ -20,12 +20,14 @@ std::int64_t checked_tokens(const RotaryConfig& config, const float* position_id
   validate(config);
   if (batch < 0 || seq_len < 0)
     fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
-  if (threads < 0) fail("rotary table: threads must be >= 0 (got ", threads, ")");
-  // Room for the positions [3][B][S] and the table [B][S][D] in size_t and in memory.
-  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 4096;
-  if (batch != 0 && seq_len > limit / batch)
-    fail("rotary table: batch ", batch, " x seq_len ", seq_len, " tokens is too large");
-  const std::int64_t tokens = batch * seq_len;
+  if (threads < 0 || threads > kMaxThreads)
+    fail("rotary table: threads must be in [0, ", kMaxThreads, "] (got ", threads, "; 0 = all cores)");
+  // The core's limit of one call (positions.h), on each size and on their product.
+  std::int64_t tokens = 0;
+  if (batch > kMaxTokens || seq_len > kMaxTokens || __builtin_mul_overflow(batch, seq_len, &tokens) ||
+      tokens > kMaxTokens)
+    fail("rotary table: batch ", batch, " x seq_len ", seq_len, " is more than ", kMaxTokens,
+         " tokens, the limit of one call");
   if (tokens > 0 && position_ids == nullptr) fail("rotary table: position_ids is null");
 
   bool uses_axis[3] = {false, false, false};
@@ -99,15 +101,17 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const Positions& posit
 }
 
 const RotaryTable& RotaryPlan::layer(int l) const {
-  plan.layer_scheme(l);  // range check with the plan's message
-  return tables[static_cast<std::size_t>(plan.layer_geometry[static_cast<std::size_t>(l)])];
+  const int g = plan.layer_geometry(l);  // range check with the plan's message
+  if (tables.size() != plan.schemes().size())
+    fail("rotary plan: ", tables.size(), " tables for ", plan.schemes().size(), " geometries (use make_rotary_plan)");
+  return tables[static_cast<std::size_t>(g)];
 }
 
 RotaryPlan make_rotary_plan(const AgePositions& positions, const RotaryConfig& config,
                             int threads) {
-  if (positions.geometries.size() != positions.plan.schemes.size())
+  if (positions.geometries.size() != positions.plan.schemes().size())
     fail("rotary plan: ", positions.geometries.size(), " geometries for ",
-         positions.plan.schemes.size(), " schemes (use age_rope_index)");
+         positions.plan.schemes().size(), " schemes (use age_rope_index)");
   RotaryPlan out{positions.plan, {}};
   out.tables.reserve(positions.geometries.size());
   for (const Positions& p : positions.geometries)

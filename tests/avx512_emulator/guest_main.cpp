@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../../src/core/cpu_features.h"
+#include "circlerope/detail/cpu_features.h"
 #include "../../src/cpu/self_test.h"
 #include "harness.h"
 

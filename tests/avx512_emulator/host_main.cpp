@@ -8,7 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "../../src/core/cpu_features.h"
+#include "circlerope/detail/cpu_features.h"
 #include "harness.h"
 
 namespace {

@@ -1,4 +1,6 @@
-// Internal: the C APIs' one way of turning C++ exceptions into status codes and messages.
+// circlerope — detail, not API: the C APIs' one way of turning C++ exceptions into status
+// codes and messages (c_api.h, c_kernels.h). Public (installed) so that both C APIs include
+// only public headers; no stability promise.
 #pragma once
 
 #include <algorithm>

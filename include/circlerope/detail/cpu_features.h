@@ -1,7 +1,8 @@
-// Internal: which vector instruction sets this CPU has *and* the operating system lets a
+// circlerope — detail, not API: which vector instruction sets this CPU has *and* the OS lets a
 // program use, from CPUID and XGETBV. Shared by the rotary kernels' dispatcher
-// (src/cpu/dispatch.cpp) and the positions' ring (src/core/ring.cpp); header-only and free of
-// the standard library beyond <cstdint>, so that the freestanding AVX-512 emulator test
+// (src/cpu/dispatch.cpp) and the positions' vector loops (src/core/positions_path.cpp), hence
+// public like detail/fail.h (DESIGN.md layering); no stability promise. Header-only and free
+// of the standard library beyond <cstdint>, so that the freestanding AVX-512 emulator test
 // (tests/avx512_emulator) runs exactly this code inside Bochs.
 //
 // A CPUID feature bit alone is not enough: the OS must save the registers' state on a context

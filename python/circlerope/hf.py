@@ -1,0 +1,334 @@
+"""circlerope.hf: drop-in pieces for Hugging Face transformers' Qwen2-VL / Qwen2.5-VL models.
+
+Switch a model to Circle-RoPE (only the geometry changes; its transformers version's
+M-RoPE conventions stay):
+
+    import circlerope.hf
+    model.model.get_rope_index = circlerope.hf.rope_index_fn(model.config, scheme="circle")
+    # transformers 4.49-4.51 keep the method on the outer model: model.get_rope_index = ...
+
+`rope_index_fn` returns a function with the exact signature of the installed (or chosen)
+transformers version's `get_rope_index`. Under scheme="mrope" it returns exactly what that
+version returns (int64 positions and deltas), so a patched model computes the same logits.
+
+Compat modes (`compat=`), see circlerope.get_rope_index:
+    "hf-4.49"  transformers 4.49-4.51 (and Qwen's own code)
+    "hf-4.52"  transformers 4.52-5.2
+    "hf-5.3"   transformers 5.3 and later
+
+Rotation in Hugging Face's terms: `rotary_cos_sin` gives the (cos, sin) that
+Qwen2_5_VLRotaryEmbedding returns, and `apply_multimodal_rotary_pos_emb` takes them with
+`mrope_section` like transformers' function of that name, rotating with the fused operator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Tuple
+
+import torch
+
+from . import (CircleConfig, RotaryConfig, VisionConfig, _fused_device, _plain, _shown, apply_rotary,
+               decode_position_ids, get_rope_index, rotary_table)
+
+__all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index_fn",
+           "decode_position_ids_hf", "rotary_config", "rotary_cos_sin",
+           "apply_multimodal_rotary_pos_emb"]
+
+COMPAT_MODES = ("hf-4.49", "hf-4.52", "hf-5.3")
+
+Tensor = torch.Tensor
+
+
+def _int_arg(value, name: str, low: int, high: int) -> int:
+    value = _plain(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {_shown(value)}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} = {value} is outside [{low}, {high}]")
+    return value
+
+
+# ------------------------------------------------------------------ versions ---
+
+def compat_for_version(version: str) -> str:
+    """The compat mode that reproduces transformers `version` ("4.51.3", "4.57.0.dev0",
+    "5.3.0"): hf-4.49 below 4.52, hf-4.52 below 5.3, hf-5.3 from 5.3 on. Versions before
+    4.49 (Qwen2-VL only) share 4.49's rule but were not compared against."""
+    if not isinstance(version, str):
+        raise ValueError(f"transformers version must be a string like '4.52.0', got {version!r}")
+    match = re.match(r"^\s*(\d+)\.(\d+)", version)
+    if not match:
+        raise ValueError(f"transformers version {version!r} is not of the form MAJOR.MINOR[...]")
+    major, minor = int(match.group(1)), int(match.group(2))
+    if (major, minor) < (4, 45):
+        raise ValueError(f"transformers {version} predates Qwen2-VL's get_rope_index (4.45)")
+    if (major, minor) < (4, 52):
+        return "hf-4.49"
+    if (major, minor) < (5, 3):
+        return "hf-4.52"
+    return "hf-5.3"
+
+
+def installed_compat() -> str:
+    """compat_for_version of the transformers this Python imports."""
+    try:
+        import transformers  # noqa: PLC0415 (optional dependency)
+    except ImportError:
+        raise ValueError("transformers is not installed here: pass compat='hf-4.49', 'hf-4.52' or "
+                         "'hf-5.3' explicitly") from None
+    return compat_for_version(transformers.__version__)
+
+
+def _check_compat(compat) -> str:
+    if compat is None:
+        return installed_compat()
+    if compat not in COMPAT_MODES:
+        raise ValueError(f"compat {compat!r} (expected one of {', '.join(COMPAT_MODES)}, or None for the "
+                         "installed transformers)")
+    return compat
+
+
+# ------------------------------------------------------------------- configs ---
+
+def _get(config, name, default=None):
+    """config.name, or config[name] for a dict."""
+    if isinstance(config, dict):
+        return config.get(name, default)
+    return getattr(config, name, default)
+
+
+def _text_config(config):
+    text = _get(config, "text_config")
+    return text if text is not None else config
+
+
+def _rope_field(config, name):
+    """A rope field wherever a transformers version keeps it: config.rope_scaling (4.x),
+    config.rope_parameters (5.x), on the config or its text_config."""
+    for holder in (config, _text_config(config)):
+        for key in ("rope_parameters", "rope_scaling"):
+            params = _get(holder, key)
+            if params is not None and _get(params, name) is not None:
+                return _get(params, name)
+        if _get(holder, name) is not None:
+            return _get(holder, name)
+    return None
+
+
+def _model_type(config) -> str:
+    model_type = _get(config, "model_type")
+    if model_type not in ("qwen2_vl", "qwen2_5_vl"):
+        raise ValueError(f"config.model_type {model_type!r}: circlerope.hf adapts qwen2_vl and qwen2_5_vl models")
+    return model_type
+
+
+def rotary_config(config) -> RotaryConfig:
+    """The RotaryConfig of a transformers Qwen2-VL / Qwen2.5-VL config: mrope_section,
+    rope_theta and the head dimension (hidden_size / num_attention_heads)."""
+    sections = _rope_field(config, "mrope_section")
+    if sections is None:
+        raise ValueError("config has no mrope_section (in rope_scaling or rope_parameters)")
+    theta = _rope_field(config, "rope_theta")
+    text = _text_config(config)
+    head_dim = _get(text, "head_dim")
+    if head_dim is None and _get(text, "hidden_size") and _get(text, "num_attention_heads"):
+        head_dim = _get(text, "hidden_size") // _get(text, "num_attention_heads")
+    return RotaryConfig(sections=tuple(sections), theta=1e6 if theta is None else theta,
+                        rotary_dim=head_dim)
+
+
+# ------------------------------------------------------------------- adapter ---
+
+def _expected_token_types(input_ids: Tensor, attention_mask, vision: VisionConfig) -> Tensor:
+    types = torch.zeros_like(input_ids, dtype=torch.int64)
+    types[input_ids == vision.image_token_id] = 1
+    types[input_ids == vision.video_token_id] = 2
+    if attention_mask is not None:
+        types[torch.as_tensor(attention_mask).to(input_ids.device) == 0] = 0
+    return types
+
+
+def _check_token_types(mm_token_type_ids, input_ids, attention_mask, vision: VisionConfig) -> None:
+    """transformers 5.3 finds vision tokens from mm_token_type_ids (1 image, 2 video); we find
+    them from the token ids. Refuse the call where the two disagree instead of guessing."""
+    if mm_token_type_ids is None or input_ids is None:
+        return
+    given = torch.as_tensor(mm_token_type_ids).to(input_ids.device).to(torch.int64)
+    if given.shape != input_ids.shape:
+        raise ValueError(f"mm_token_type_ids has shape {list(given.shape)} but input_ids {list(input_ids.shape)}")
+    expected = _expected_token_types(input_ids, attention_mask, vision)
+    if attention_mask is not None:
+        given = given.masked_fill(torch.as_tensor(attention_mask).to(input_ids.device) == 0, 0)
+    wrong = (given != expected).nonzero()
+    if wrong.numel():
+        b, s = (int(x) for x in wrong[0])
+        raise ValueError(f"mm_token_type_ids[{b}][{s}] = {int(given[b, s])} but input_ids[{b}][{s}] = "
+                         f"{int(input_ids[b, s])} (image tokens are type 1, video tokens type 2, text 0)")
+
+
+def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig] = None,
+                  compat: Optional[str] = None):
+    """A replacement for a Qwen2-VL / Qwen2.5-VL model's get_rope_index.
+
+    config: the model's transformers config (or a dict with the same names). scheme: "circle",
+    "mrope", "vanilla" or "unordered". circle: a circlerope.CircleConfig (the paper's setting
+    by default). compat: the transformers behaviour to reproduce; None means the installed
+    transformers' (compat_for_version).
+
+    The returned function has that version's signature:
+        hf-4.49, hf-4.52: (input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                           attention_mask)              [Qwen2-VL: no second_per_grid_ts]
+        hf-5.3:           (input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw,
+                           second_per_grid_ts, attention_mask, **kwargs)  [idem]
+    and returns (position_ids [3, B, S], rope_deltas [B, 1]): int64 for integer schemes (as
+    transformers does), float32 under "circle", whose positions are fractional.
+    """
+    compat = _check_compat(compat)
+    model_type = _model_type(config)
+    vision = VisionConfig.from_hf_config(config)
+    if not isinstance(scheme, str):
+        raise ValueError(f"scheme must be a string, got {scheme!r}")
+    # Validate everything now, not at the model's first forward pass.
+    get_rope_index(torch.zeros(1, 1, dtype=torch.int64), scheme=scheme, circle=circle, vision=vision,
+                   compat=compat)
+
+    def compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                mm_token_type_ids=None):
+        if input_ids is None:
+            raise ValueError("get_rope_index: input_ids is required (circlerope places tokens by their ids)")
+        _check_token_types(mm_token_type_ids, input_ids, attention_mask, vision)
+        return get_rope_index(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                              scheme=scheme, circle=circle, vision=vision, compat=compat)
+
+    qwen2 = model_type == "qwen2_vl"
+    if compat == "hf-5.3":
+        if qwen2:
+            def get_rope_index_hf(input_ids=None, mm_token_type_ids=None, image_grid_thw=None,
+                                  video_grid_thw=None, attention_mask=None, **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask,
+                               mm_token_type_ids)
+        else:
+            def get_rope_index_hf(input_ids=None, mm_token_type_ids=None, image_grid_thw=None,
+                                  video_grid_thw=None, second_per_grid_ts=None, attention_mask=None,
+                                  **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                               attention_mask, mm_token_type_ids)
+    elif qwen2:
+        def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                              attention_mask=None):
+            return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask)
+    else:
+        def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                              second_per_grid_ts=None, attention_mask=None):
+            return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask)
+
+    get_rope_index_hf.__doc__ = (f"circlerope positions ({scheme}) with transformers {compat[3:]}'s "
+                                 "get_rope_index signature and conventions")
+    get_rope_index_hf.compat = compat
+    get_rope_index_hf.scheme = scheme
+    return get_rope_index_hf
+
+
+def decode_position_ids_hf(rope_deltas, cache_position, count: int = 1, *, compat: str,
+                           attention_mask=None) -> Tensor:
+    """Positions [3, B, count] of the tokens decoded at cache positions cache_position ..
+    cache_position + count - 1, by the chosen behaviour's rule:
+
+    hf-4.49, hf-4.52: cache_position + rope_delta (the cache counts padding).
+    hf-5.3: the last prompt position + 1 + k, i.e. the row's real tokens before the new one
+        plus rope_delta (5.3's deltas count real tokens only). attention_mask ([B, L], the
+        prompt's or the running one) says which cached tokens are real; positions past its
+        end count as real. Without it every cached token is real.
+
+    int64 when the deltas are integers (M-RoPE), float32 otherwise (Circle-RoPE)."""
+    compat = _check_compat(compat)
+    deltas = torch.as_tensor(rope_deltas)
+    integral = not deltas.is_floating_point() or bool((deltas == deltas.round()).all())
+    first = _int_arg(cache_position, "cache_position (Hugging Face's cache_position[0])", 0, 2 ** 31)
+    count = _int_arg(count, "count", 0, 2 ** 31)
+    if compat != "hf-5.3":
+        out = decode_position_ids(deltas, first, count)
+    else:
+        flat = deltas.reshape(-1) if deltas.dim() == 2 and deltas.size(1) == 1 else deltas
+        if flat.dim() != 1:
+            raise ValueError(f"rope_deltas must have shape [batch, 1] or [batch], got {list(deltas.shape)}")
+        if attention_mask is None:
+            real_before = torch.full((flat.numel(),), first, dtype=torch.int64)
+        else:
+            mask = torch.as_tensor(attention_mask).to("cpu")
+            if mask.dim() != 2 or mask.size(0) != flat.numel():
+                raise ValueError(f"attention_mask must have shape [{flat.numel()}, L], got {list(mask.shape)}")
+            seen = min(first, mask.size(1))
+            real_before = (mask[:, :seen] != 0).sum(-1).to(torch.int64) + (first - seen)
+        # One row at a time: the rule of a batch of one whose cache holds only real tokens.
+        rows = [decode_position_ids(flat[b:b + 1].to("cpu"), int(real_before[b]), count)
+                for b in range(flat.numel())]
+        out = torch.cat(rows, dim=1) if rows else decode_position_ids(flat.to("cpu"), first, count)
+        out = out.to(deltas.device)
+    return out.round().to(torch.int64) if integral else out
+
+
+# ------------------------------------------------------------------ rotation ---
+
+def rotary_cos_sin(position_ids, config=None, *, mrope_section=None, rope_theta=None, head_dim=None,
+                   dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
+    """What Qwen2_5_VLRotaryEmbedding(x, position_ids) returns: (cos, sin), each
+    [3, B, S, head_dim], axis a holding every frequency at that axis's positions, halves
+    repeated (rotate_half pairing). Angles are computed in double and rounded once (HF
+    computes them in float32). Give a transformers `config`, or the three values."""
+    if config is not None:
+        rc = rotary_config(config)
+        head_dim = rc.dim if head_dim is None else head_dim
+        rope_theta = rc.theta if rope_theta is None else rope_theta
+    if head_dim is None or rope_theta is None:
+        raise ValueError("rotary_cos_sin needs a config, or head_dim and rope_theta")
+    position_ids = torch.as_tensor(position_ids)
+    if position_ids.dim() == 2:
+        position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
+    if position_ids.dim() != 3 or position_ids.size(0) != 3:
+        raise ValueError(f"position_ids must have shape [3, B, S] or [B, S], got {list(position_ids.shape)}")
+    device = position_ids.device
+    pos = position_ids.detach().to("cpu", torch.float32)
+    half = _int_arg(head_dim, "head_dim", 2, 1024) // 2
+    cos, sin = [], []
+    for axis in range(3):
+        table = rotary_table(pos[axis], rotary_dim=2 * half, theta=rope_theta, layout="single")
+        c, s = table[..., :half], table[..., half:]
+        cos.append(torch.cat([c, c], -1))
+        sin.append(torch.cat([s, s], -1))
+    return torch.stack(cos).to(device, dtype), torch.stack(sin).to(device, dtype)
+
+
+def _select_sections(t: Tensor, mrope_section) -> Tensor:
+    """transformers' section selection: chunk i of the doubled sections reads axis i % 3."""
+    sections = [int(x) for x in mrope_section] * 2
+    if sum(sections) != t.size(-1):
+        raise ValueError(f"mrope_section {list(mrope_section)} sums to {sum(sections) // 2}, but cos/sin "
+                         f"hold {t.size(-1)} values (expected head_dim / 2 = {t.size(-1) // 2})")
+    return torch.cat([m[i % 3] for i, m in enumerate(t.split(sections, dim=-1))], dim=-1)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_multimodal_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, mrope_section,
+                                    unsqueeze_dim: int = 1) -> Tuple[Tensor, Tensor]:
+    """transformers' apply_multimodal_rotary_pos_emb, fused: cos/sin [3, B, S, D] (from the
+    model's rotary embedding or rotary_cos_sin), q/k [B, H, S, D] (unsqueeze_dim=1) or
+    [B, S, H, D] (unsqueeze_dim=2). One kernel rotates q and k with float32 math; tensors on a
+    device without circlerope kernels take transformers' own formula."""
+    if cos.dim() != 4 or cos.size(0) != 3 or sin.shape != cos.shape:
+        raise ValueError(f"cos and sin must both have shape [3, B, S, D], got {list(cos.shape)} and {list(sin.shape)}")
+    if unsqueeze_dim not in (1, 2):
+        raise ValueError(f"unsqueeze_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), got {unsqueeze_dim}")
+    cos_sel, sin_sel = _select_sections(cos, mrope_section), _select_sections(sin, mrope_section)
+    half = cos_sel.size(-1) // 2
+    if _fused_device(q) and _fused_device(k) and q.device == k.device == cos.device:
+        table = torch.cat([cos_sel[..., :half], sin_sel[..., :half]], -1).to(torch.float32).contiguous()
+        return apply_rotary(q, k, table, pairing="neox", qk_layout="bhsd" if unsqueeze_dim == 1 else "bshd")
+    cos_u, sin_u = cos_sel.unsqueeze(unsqueeze_dim), sin_sel.unsqueeze(unsqueeze_dim)
+    return q * cos_u + _rotate_half(q) * sin_u, k * cos_u + _rotate_half(k) * sin_u
+

@@ -1,0 +1,338 @@
+"""Issue 11: transformers' get_rope_index reproduced in each version's behaviour, the model-side
+adapter circlerope.hf, and rotation in Hugging Face's terms.
+
+The golden values in tests/data/hf_mrope_positions.json are what transformers itself returned
+(a copy of ../shared/golden). transformers is not installed here; the adapter is exercised
+with configs shaped like transformers' own (objects and dicts), and scripts/gpu_check.sh
+patches a real model where transformers exists.
+"""
+
+import inspect
+import json
+import os
+import types
+
+import pytest
+import torch
+
+import circlerope
+import circlerope.hf as hf
+
+SOURCE = os.environ.get("CIRCLEROPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+GOLDEN = json.load(open(os.path.join(SOURCE, "tests", "data", "hf_mrope_positions.json")))["cases"]
+MODES = ("hf-4.49", "hf-4.52", "hf-5.3")
+
+
+def vision_of(request):
+    return circlerope.VisionConfig(**request["vision"])
+
+
+def hf_config(request=None, model_type="qwen2_5_vl", as_dict=False, v5=False):
+    """A config with transformers' attribute names (Qwen2.5-VL 4.x layout, or 5.x rope_parameters)."""
+    v = (request or {"vision": {}})["vision"]
+    vision = {"spatial_merge_size": v.get("spatial_merge_size", 2)}
+    if model_type == "qwen2_5_vl":
+        vision["tokens_per_second"] = v.get("tokens_per_second", 2)
+    rope = {"type": "mrope", "mrope_section": [16, 24, 24]}
+    fields = {"model_type": model_type, "vision_start_token_id": v.get("vision_start_token_id", 151652),
+              "image_token_id": v.get("image_token_id", 151655), "video_token_id": v.get("video_token_id", 151656),
+              "hidden_size": 2048, "num_attention_heads": 16, "vision_config": vision}
+    if v5:
+        fields["rope_parameters"] = dict(rope, rope_theta=1e6)
+    else:
+        fields["rope_scaling"] = rope
+        fields["rope_theta"] = 1e6
+    if as_dict:
+        return fields
+    ns = types.SimpleNamespace(**fields)
+    ns.vision_config = types.SimpleNamespace(**vision)
+    return ns
+
+
+def args_of(request):
+    mask = request.get("attention_mask")
+    return (torch.tensor(request["input_ids"]), request.get("image_grid_thw") or None,
+            request.get("video_grid_thw") or None, request.get("second_per_grid_ts"),
+            None if mask is None else torch.tensor(mask))
+
+
+def expected_of(case, mode):
+    e = case["expected"][mode]
+    return torch.tensor(e["position_ids"], dtype=torch.int64), torch.tensor(e["rope_deltas"], dtype=torch.int64).view(-1, 1)
+
+
+# --------------------------------------------------------------------- golden ---
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_golden_case_equals_transformers_exactly_with_int64(mode):
+    for case in GOLDEN:
+        r = case["request"]
+        pos, deltas = circlerope.get_rope_index(*args_of(r), scheme="mrope", vision=vision_of(r), compat=mode)
+        want_pos, want_deltas = expected_of(case, mode)
+        assert pos.dtype == torch.int64 and deltas.dtype == torch.int64, case["name"]
+        assert torch.equal(pos, want_pos), (case["name"], mode)
+        assert torch.equal(deltas, want_deltas), (case["name"], mode, deltas.view(-1).tolist())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_adapter_reproduces_every_golden_case_in_its_versions_argument_order(mode):
+    for case in GOLDEN:
+        r = case["request"]
+        model_type = "qwen2_vl" if r["vision"].get("time") == "index" else "qwen2_5_vl"
+        if model_type == "qwen2_vl" and r.get("second_per_grid_ts") is not None:
+            # Qwen2-VL's method takes no second_per_grid_ts; its time is the frame index anyway.
+            r = dict(r, second_per_grid_ts=None)
+        fn = hf.rope_index_fn(hf_config(r, model_type), scheme="mrope", compat=mode)
+        ids, images, videos, seconds, mask = args_of(r)
+        if mode == "hf-5.3":
+            types_ = (ids == r["vision"]["image_token_id"]).long() + 2 * (ids == r["vision"]["video_token_id"]).long()
+            if model_type == "qwen2_vl":
+                pos, deltas = fn(ids, types_, images, videos, mask)
+            else:
+                pos, deltas = fn(ids, types_, images, videos, seconds, mask)
+        elif model_type == "qwen2_vl":
+            pos, deltas = fn(ids, images, videos, mask)
+        else:
+            pos, deltas = fn(ids, images, videos, seconds, mask)
+        want_pos, want_deltas = expected_of(case, mode)
+        assert torch.equal(pos, want_pos), (case["name"], mode)
+        assert torch.equal(deltas, want_deltas), (case["name"], mode)
+
+
+def test_without_compat_positions_stay_float32_and_equal_hf_449_on_the_golden_cases():
+    for case in GOLDEN:
+        r = case["request"]
+        pos, deltas = circlerope.get_rope_index(*args_of(r), scheme="mrope", vision=vision_of(r))
+        assert pos.dtype == torch.float32
+        want_pos, want_deltas = expected_of(case, "hf-4.49")
+        assert torch.equal(pos, want_pos.float()) and torch.equal(deltas, want_deltas.float())
+
+
+# -------------------------------------------------------------------- quirks ---
+
+START, IMAGE, VIDEO, TEXT = 151652, 151655, 151656, 7
+
+
+def test_hf_452_truncates_second_per_grid_t_before_the_product():
+    ids = torch.tensor([[TEXT, START, VIDEO, VIDEO, VIDEO, TEXT]])
+    args = dict(video_grid_thw=[[3, 2, 2]], second_per_grid_ts=[0.5], scheme="mrope")
+    old, _ = circlerope.get_rope_index(ids, compat="hf-4.49", **args)
+    new, _ = circlerope.get_rope_index(ids, compat="hf-4.52", **args)
+    assert old[0, 0].tolist() == [0, 1, 2, 3, 4, 5]  # tau = trunc(f * 0.5 * 2) = f
+    assert new[0, 0].tolist() == [0, 1, 2, 2, 2, 3]  # tau = f * trunc(0.5) * 2 = 0
+
+
+def test_hf_53_pads_with_zero_counts_real_tokens_and_continues_after_the_first_frame():
+    ids = torch.tensor([[0, TEXT, START, VIDEO, VIDEO, VIDEO, TEXT]])
+    mask = torch.tensor([[0, 1, 1, 1, 1, 1, 1]])
+    args = dict(video_grid_thw=[[3, 2, 2]], second_per_grid_ts=[2.0], attention_mask=mask, scheme="mrope")
+    pos, deltas = circlerope.get_rope_index(ids, compat="hf-5.3", **args)
+    # pad 0; text 0, start 1; video at 2 with tau 0, 4, 8; text after it at 2 + max(h, w)/2 = 3
+    assert pos[0, 0].tolist() == [0, 0, 1, 2, 6, 10, 3]
+    assert pos[1, 0].tolist() == [0, 0, 1, 2, 2, 2, 3]
+    assert deltas.tolist() == [[10 + 1 - 6]]  # the row maximum against the 6 real tokens
+    old, old_deltas = circlerope.get_rope_index(ids, compat="hf-4.52", **args)
+    assert old[0, 0].tolist() == [1, 0, 1, 2, 6, 10, 11] and old_deltas.tolist() == [[11 + 1 - 7]]
+
+
+def test_hf_449_text_only_branch_counts_padded_ones():
+    ids = torch.tensor([[0, 0, TEXT, 0], [TEXT, TEXT, TEXT, TEXT]])
+    mask = torch.tensor([[0, 0, 1, 0], [1, 1, 1, 1]])
+    _, ours = circlerope.get_rope_index(ids, attention_mask=mask, scheme="mrope")
+    _, hf449 = circlerope.get_rope_index(ids, attention_mask=mask, scheme="mrope", compat="hf-4.49")
+    assert ours.view(-1).tolist() == [0 + 1 - 4, 0]
+    assert hf449.view(-1).tolist() == [1 + 1 - 4, 0]
+
+
+def test_circle_under_a_compat_mode_stays_fractional():
+    ids = torch.tensor([[0, TEXT, START] + [IMAGE] * 4 + [TEXT]])
+    mask = torch.tensor([[0] + [1] * 7])
+    pos, deltas = circlerope.get_rope_index(ids, [[1, 4, 4]], attention_mask=mask, compat="hf-5.3")
+    assert pos.dtype == torch.float32 and deltas.dtype == torch.float32
+    assert pos[0, 0, 0] == 0.0  # hf-5.3 pads with 0 under every scheme
+    assert pos[:, 0, 3:7].frac().abs().sum() > 0
+
+
+@pytest.mark.parametrize("bad", ["hf-4.50", "HF-5.3", "", 5.3, ["hf-5.3"]])
+def test_unknown_compat_is_a_value_error_naming_it(bad):
+    with pytest.raises(ValueError, match="compat"):
+        circlerope.get_rope_index(torch.tensor([[TEXT]]), scheme="mrope", compat=bad)
+
+
+# ------------------------------------------------------------------- adapter ---
+
+def test_adapter_signatures_are_each_versions():
+    def params(fn):
+        return [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+    pk, var = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.VAR_KEYWORD
+    for model_type, seconds in (("qwen2_5_vl", ["second_per_grid_ts"]), ("qwen2_vl", [])):
+        cfg = hf_config(model_type=model_type)
+        old = ["input_ids", "image_grid_thw", "video_grid_thw"] + seconds + ["attention_mask"]
+        for mode in ("hf-4.49", "hf-4.52"):
+            assert params(hf.rope_index_fn(cfg, compat=mode)) == [(n, pk) for n in old]
+        new = ["input_ids", "mm_token_type_ids", "image_grid_thw", "video_grid_thw"] + seconds + ["attention_mask"]
+        assert params(hf.rope_index_fn(cfg, compat="hf-5.3")) == [(n, pk) for n in new] + [("kwargs", var)]
+
+
+def test_adapter_takes_keywords_and_extra_keywords_where_transformers_does():
+    ids = torch.tensor([[TEXT, START, IMAGE, IMAGE, IMAGE, IMAGE, TEXT]])
+    cfg = hf_config()
+    new = hf.rope_index_fn(cfg, scheme="mrope", compat="hf-5.3")
+    pos, deltas = new(input_ids=ids, image_grid_thw=torch.tensor([[1, 4, 4]]), attention_mask=None,
+                      mm_token_type_ids=None, use_cache=True, cache_position=torch.arange(7))
+    assert pos.dtype == torch.int64 and pos[1, 0].tolist() == [0, 1, 2, 2, 3, 3, 4]
+    old = hf.rope_index_fn(cfg, scheme="mrope", compat="hf-4.49")
+    assert torch.equal(old(ids, torch.tensor([[1, 4, 4]]))[0], pos)
+    with pytest.raises(TypeError):  # 4.49's method has no **kwargs: neither has its stand-in
+        old(ids, torch.tensor([[1, 4, 4]]), use_cache=True)
+
+
+def test_adapter_circle_returns_float_positions_and_validates_at_creation():
+    ids = torch.tensor([[TEXT, START, IMAGE, IMAGE, IMAGE, IMAGE, TEXT]])
+    fn = hf.rope_index_fn(hf_config(), scheme="circle", circle=circlerope.CircleConfig(radius=5), compat="hf-5.3")
+    pos, deltas = fn(ids, None, torch.tensor([[1, 4, 4]]))
+    assert pos.dtype == torch.float32 and pos[:, 0, 2:6].frac().abs().sum() > 0
+    assert fn.scheme == "circle" and fn.compat == "hf-5.3"
+    with pytest.raises(ValueError, match="scheme"):
+        hf.rope_index_fn(hf_config(), scheme="ring", compat="hf-5.3")
+    with pytest.raises(ValueError, match="compat"):
+        hf.rope_index_fn(hf_config(), compat="hf-6")
+    with pytest.raises(ValueError, match="model_type"):
+        hf.rope_index_fn(hf_config(model_type="llava"), compat="hf-5.3")
+
+
+def test_adapter_refuses_token_types_that_disagree_with_the_ids():
+    ids = torch.tensor([[TEXT, START, IMAGE, IMAGE, IMAGE, IMAGE, TEXT]])
+    fn = hf.rope_index_fn(hf_config(), scheme="mrope", compat="hf-5.3")
+    types_ = torch.tensor([[0, 0, 1, 1, 1, 1, 0]])
+    fn(ids, types_, torch.tensor([[1, 4, 4]]))
+    types_[0, 6] = 1
+    with pytest.raises(ValueError, match=r"mm_token_type_ids\[0\]\[6\] = 1"):
+        fn(ids, types_, torch.tensor([[1, 4, 4]]))
+
+
+@pytest.mark.parametrize("as_dict,v5", [(False, False), (True, False), (False, True), (True, True)])
+def test_configs_with_transformers_names(as_dict, v5):
+    cfg = hf_config(as_dict=as_dict, v5=v5)
+    rc = hf.rotary_config(cfg)
+    assert (tuple(rc.sections), rc.theta, rc.dim) == ((16, 24, 24), 1e6, 128)
+    v = circlerope.VisionConfig.from_hf_config(cfg)
+    assert (v.time, v.tokens_per_second, v.spatial_merge_size) == ("seconds", 2, 2)
+    assert circlerope.VisionConfig.from_hf_config(hf_config(model_type="qwen2_vl", as_dict=as_dict)).time == "index"
+
+
+@pytest.mark.parametrize("version,mode", [("4.45.0", "hf-4.49"), ("4.49.0", "hf-4.49"), ("4.51.3", "hf-4.49"),
+                                          ("4.52.0", "hf-4.52"), ("4.57.0.dev0", "hf-4.52"), ("5.2.1", "hf-4.52"),
+                                          ("5.3.0", "hf-5.3"), ("6.0", "hf-5.3")])
+def test_versions_map_to_modes(version, mode):
+    assert hf.compat_for_version(version) == mode
+
+
+@pytest.mark.parametrize("bad", ["4.44.2", "latest", "", None, 4.52])
+def test_unusable_versions_are_value_errors(bad):
+    with pytest.raises(ValueError):
+        hf.compat_for_version(bad)
+
+
+# -------------------------------------------------------------------- decode ---
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_decode_continues_after_the_last_prompt_position(mode, side):
+    body = [TEXT, START, IMAGE, IMAGE, IMAGE, IMAGE, TEXT]
+    pad = [0, 0]
+    ids = torch.tensor([pad + body if side == "left" else body + pad])
+    mask = torch.tensor([[0, 0] + [1] * 7 if side == "left" else [1] * 7 + [0, 0]])
+    pos, deltas = circlerope.get_rope_index(ids, [[1, 4, 4]], attention_mask=mask, scheme="mrope", compat=mode)
+    last = int(pos[:, 0][:, mask[0] == 1].max())  # 4: the text after the 2x2 image
+    assert last == 4
+    # the generated tokens sit at cache positions 9, 10, 11 (after the padded prompt)
+    nxt = hf.decode_position_ids_hf(deltas, 9, 3, compat=mode, attention_mask=mask)
+    assert nxt.dtype == torch.int64
+    assert nxt[0, 0].tolist() == [last + 1, last + 2, last + 3], (mode, side, deltas.tolist())
+    # a running mask that already covers the new tokens gives the same positions
+    running = torch.cat([mask, torch.ones(1, 3, dtype=mask.dtype)], 1)
+    assert torch.equal(hf.decode_position_ids_hf(deltas, 9, 3, compat=mode, attention_mask=running), nxt)
+
+
+def test_hf_53_decode_needs_the_real_token_count_and_449_rule_does_not():
+    ids = torch.tensor([[0, 0, TEXT, TEXT]])
+    mask = torch.tensor([[0, 0, 1, 1]])
+    _, d53 = circlerope.get_rope_index(ids, attention_mask=mask, scheme="mrope", compat="hf-5.3")
+    assert d53.tolist() == [[0]]
+    # the rule with the mask: 2 real tokens before cache position 4 -> position 2
+    assert hf.decode_position_ids_hf(d53, 4, compat="hf-5.3", attention_mask=mask)[0, 0].tolist() == [2]
+    # without a mask every cached token counts as real: the caller's cache holds only real tokens
+    assert hf.decode_position_ids_hf(d53, 2, compat="hf-5.3")[0, 0].tolist() == [2]
+    _, d449 = circlerope.get_rope_index(ids, attention_mask=mask, scheme="mrope", compat="hf-4.49")
+    assert hf.decode_position_ids_hf(d449, 4, compat="hf-4.49")[0, 0].tolist() == [2]
+    with pytest.raises(ValueError, match="attention_mask"):
+        hf.decode_position_ids_hf(d53, 4, compat="hf-5.3", attention_mask=torch.ones(2, 4))
+
+
+def test_circle_deltas_decode_as_float():
+    ids = torch.tensor([[TEXT, START, IMAGE, IMAGE, IMAGE, IMAGE, TEXT]])
+    pos, deltas = circlerope.get_rope_index(ids, [[1, 4, 4]], compat="hf-4.52")
+    nxt = hf.decode_position_ids_hf(deltas, 7, 2, compat="hf-4.52")
+    assert nxt.dtype == torch.float32
+    assert torch.allclose(nxt[0, 0], pos[:, 0].max() + torch.tensor([1.0, 2.0]))
+
+
+# ------------------------------------------------------------------ rotation ---
+
+def hf_rotary_embedding(position_ids, head_dim, theta):
+    """Qwen2_5_VLRotaryEmbedding.forward in float64 (transformers computes it in float32)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    freqs = position_ids.to(torch.float64)[..., None] * inv_freq  # [3, B, S, D/2]
+    emb = torch.cat([freqs, freqs], -1)
+    return emb.cos(), emb.sin()
+
+
+def hf_apply(q, k, cos, sin, mrope_section, unsqueeze_dim=1):
+    """transformers' apply_multimodal_rotary_pos_emb, as written there."""
+    sections = list(mrope_section) * 2
+    cos = torch.cat([m[i % 3] for i, m in enumerate(cos.split(sections, dim=-1))], dim=-1).unsqueeze(unsqueeze_dim)
+    sin = torch.cat([m[i % 3] for i, m in enumerate(sin.split(sections, dim=-1))], dim=-1).unsqueeze(unsqueeze_dim)
+
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def test_rotary_cos_sin_is_what_the_hf_rotary_embedding_returns():
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 4 + [TEXT] * 3]), [[1, 4, 4]])
+    cos, sin = hf.rotary_cos_sin(pos, hf_config())
+    want_cos, want_sin = hf_rotary_embedding(pos, 128, 1e6)
+    assert cos.shape == (3, 1, 9, 128) and cos.dtype == torch.float32
+    assert torch.allclose(cos.double(), want_cos, atol=1e-6) and torch.allclose(sin.double(), want_sin, atol=1e-6)
+    with pytest.raises(ValueError):
+        hf.rotary_cos_sin(pos)  # no config, no head_dim
+
+
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_apply_multimodal_rotary_pos_emb_equals_transformers_formula(unsqueeze_dim, dtype):
+    torch.manual_seed(0)
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 16 + [TEXT] * 5]), [[1, 8, 8]])
+    cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6)
+    shape_q = (1, 16, 23, 128) if unsqueeze_dim == 1 else (1, 23, 16, 128)
+    shape_k = (1, 2, 23, 128) if unsqueeze_dim == 1 else (1, 23, 2, 128)
+    q, k = torch.randn(shape_q).to(dtype), torch.randn(shape_k).to(dtype)
+    got_q, got_k = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24], unsqueeze_dim)
+    want_q, want_k = hf_apply(q.double(), k.double(), cos.double(), sin.double(), [16, 24, 24], unsqueeze_dim)
+    assert got_q.dtype == dtype and got_q.shape == q.shape
+    tol = 1e-5 if dtype == torch.float32 else 2 ** -8 * 4
+    assert torch.allclose(got_q.double(), want_q, atol=tol, rtol=tol)
+    assert torch.allclose(got_k.double(), want_k, atol=tol, rtol=tol)
+
+
+def test_apply_multimodal_rotary_pos_emb_is_differentiable_and_checks_sections():
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT] * 6]))
+    cos, sin = hf.rotary_cos_sin(pos, head_dim=8, rope_theta=1e4)
+    q = torch.randn(1, 2, 6, 8, requires_grad=True)
+    k = torch.randn(1, 1, 6, 8, requires_grad=True)
+    out_q, out_k = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [2, 1, 1])
+    (out_q.square().sum() + out_k.square().sum()).backward()  # a rotation keeps norms: grad = 2x
+    assert torch.allclose(q.grad, 2 * q.detach(), atol=1e-5) and torch.allclose(k.grad, 2 * k.detach(), atol=1e-5)
+    with pytest.raises(ValueError, match="mrope_section"):
+        hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [2, 2, 2])

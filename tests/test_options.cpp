@@ -1,0 +1,240 @@
+// The one grammar of configuration values (circlerope/options.h) that the CLI, JSON
+// requests, the C API and Python all call (issue 9 item 7, last paragraph; item 5).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "circlerope/options.h"
+
+namespace {
+
+using namespace circlerope;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "<no error>";
+}
+
+TEST(Options, DecimalNumbersAreReadExactly) {
+  const std::vector<std::pair<std::string, double>> good = {
+      {"0", 0.0},         {"-0", -0.0},         {"+2", 2.0},   {"2.", 2.0},          {".5", 0.5},
+      {"1e3", 1000.0},    {"1E-3", 1e-3},       {"-1.5e+10", -1.5e10}, {"0.1", 0.1},
+      {"123456789012345678901234567890", 123456789012345678901234567890.0},
+      {"1e-400", 0.0},  // underflow rounds to 0, like any decimal literal
+  };
+  for (const auto& [text, value] : good) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(parse_number(text, "x"), value);
+    EXPECT_EQ(std::signbit(parse_number(text, "x")), std::signbit(value));
+  }
+}
+
+TEST(Options, EverythingButDecimalIsRefusedWithTheText) {
+  for (const char* text : {"", " 1", "1 ", "0x10", "0x1p1", "1_000", "inf", "-inf", "nan", "Infinity", "1e", "1e+",
+                           ".", "+", "-", "1.2.3", "1,5", "--1", "+-1", "e5", "1e5.0", "\xd9\xa1"}) {
+    SCOPED_TRACE(text);
+    EXPECT_THAT(error_of([&] { parse_number(text, "--alpha"); }),
+                AllOf(HasSubstr("--alpha must be a decimal number"), HasSubstr("'")));
+  }
+  // A NUL inside the text is not the end of it.
+  EXPECT_THAT(error_of([] { parse_number(std::string("1\0" "5", 3), "x"); }), HasSubstr("\\x00"));
+  EXPECT_THAT(error_of([] { parse_number("1e999", "x"); }), HasSubstr("beyond the range of a double"));
+  EXPECT_THAT(error_of([] { parse_number("-1e999", "x"); }), HasSubstr("'-1e999'"));
+}
+
+TEST(Options, IntegersAreDecimalAndFitInt64) {
+  EXPECT_EQ(parse_integer("42", "n"), 42);
+  EXPECT_EQ(parse_integer("-7", "n"), -7);
+  EXPECT_EQ(parse_integer("+3", "n"), 3);
+  EXPECT_EQ(parse_integer("-9223372036854775808", "n"), std::numeric_limits<std::int64_t>::min());
+  for (const char* text : {"", "1.0", "1e3", "0x10", " 1", "1_0", "-", "+", "+-1", "--1"}) {
+    SCOPED_TRACE(text);
+    EXPECT_THAT(error_of([&] { parse_integer(text, "--layers"); }), HasSubstr("--layers must be an integer"));
+  }
+  EXPECT_THAT(error_of([] { parse_integer("9223372036854775808", "n"); }),
+              AllOf(HasSubstr("[-2^63, 2^63)"), HasSubstr("9223372036854775808")));
+}
+
+// Issue 9 item 7: "auto-0x1p1" and "auto- 2" were accepted by the JSON reader and the CLI
+// (std::stod), "auto-2_0" by Python (float()) as 20. One grammar now refuses all three, from
+// every kind of source.
+TEST(Options, RadiusFormsAreTheSameForTextAndTypedStrings) {
+  struct Case {
+    const char* text;
+    RadiusMode mode;
+    double value;  // radius or scale
+  };
+  for (const Case& c : {Case{"auto", RadiusMode::automatic, 1.0}, Case{"auto-2", RadiusMode::automatic, 2.0},
+                        Case{"auto-2.5", RadiusMode::automatic, 2.5}, Case{"auto-1e-3", RadiusMode::automatic, 1e-3},
+                        Case{"auto-.5", RadiusMode::automatic, 0.5}}) {
+    for (const OptionValue& v : {OptionValue::text(c.text), OptionValue::string(c.text)}) {
+      SCOPED_TRACE(c.text);
+      CircleConfig config;
+      set_circle_option(config, "radius", v, "radius");
+      EXPECT_EQ(config.radius_mode, c.mode);
+      EXPECT_EQ(config.radius_scale, c.value);
+    }
+  }
+  for (const char* bad : {"auto-0x1p1", "auto- 2", "auto-2_0", "auto-", "autox", "auto-inf", "AUTO",
+                          "auto-nan", "auto-2 ", " auto"}) {
+    for (const OptionValue& v : {OptionValue::text(bad), OptionValue::string(bad)}) {
+      SCOPED_TRACE(bad);
+      CircleConfig config;
+      const CircleConfig before = config;
+      EXPECT_THAT(error_of([&] { set_circle_option(config, "radius", v, "request.circle.radius"); }),
+                  HasSubstr("request.circle.radius must be a finite number > 0, \"auto\" or \"auto-k\""));
+      EXPECT_EQ(config.radius_mode, before.radius_mode);
+      EXPECT_EQ(config.radius_scale, before.radius_scale);
+    }
+  }
+  CircleConfig config;
+  for (const char* small : {"auto-0", "auto--1", "auto-0e5", "auto-1e-400"})
+    EXPECT_THAT(error_of([&] { set_circle_option(config, "radius", OptionValue::text(small), "r"); }),
+                HasSubstr("r: the scale k of \"auto-k\" must be a finite number > 0"))
+        << small;
+  // A number is a fixed radius: as a number, or as untyped text; a typed string is a name.
+  set_circle_option(config, "radius", OptionValue::text("7.5"), "r");
+  EXPECT_EQ(config.radius_mode, RadiusMode::fixed);
+  EXPECT_EQ(config.radius, 7.5);
+  set_circle_option(config, "radius", OptionValue::integer(3), "r");
+  EXPECT_EQ(config.radius, 3.0);
+  EXPECT_THAT(error_of([&] { set_circle_option(config, "radius", OptionValue::string("7.5"), "r"); }),
+              HasSubstr("(got '7.5')"));
+  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+    EXPECT_THAT(error_of([&] { set_circle_option(config, "radius", OptionValue::number(bad), "r"); }),
+                HasSubstr("r must be a finite number > 0"));
+}
+
+TEST(Options, EveryCircleOption) {
+  CircleConfig c;
+  set_circle_option(c, "alpha", OptionValue::text("0.25"), "a");
+  EXPECT_EQ(c.alpha, 0.25);
+  EXPECT_THAT(error_of([&] { set_circle_option(c, "alpha", OptionValue::number(1.5), "--alpha"); }),
+              HasSubstr("--alpha must be in [0, 1] (got 1.5)"));
+  EXPECT_THAT(error_of([&] { set_circle_option(c, "alpha", OptionValue::string("0.3"), "alpha"); }),
+              HasSubstr("(got '0.3')"));
+  set_circle_option(c, "move_to_origin", OptionValue::text("false"), "m");
+  EXPECT_FALSE(c.move_to_origin);
+  set_circle_option(c, "move_to_origin", OptionValue::integer(1), "m");
+  EXPECT_TRUE(c.move_to_origin);
+  EXPECT_THAT(error_of([&] { set_circle_option(c, "move_to_origin", OptionValue::integer(2), "m"); }),
+              HasSubstr("m must be true or false (got 2)"));
+  set_circle_option(c, "dff_rate", OptionValue::boolean(true), "d");
+  EXPECT_EQ(c.dff_rate, 1.0);
+  set_circle_option(c, "dff_rate", OptionValue::null(), "d");
+  EXPECT_EQ(c.dff_rate, 0.0);
+  set_circle_option(c, "dff_rate", OptionValue::text("0.5"), "d");
+  EXPECT_EQ(c.dff_rate, 0.5);
+  for (const OptionValue& off : {OptionValue::null(), OptionValue::boolean(false), OptionValue::text("false"),
+                                 OptionValue::text("0"), OptionValue::integer(0)}) {
+    set_circle_option(c, "move_to_positive", OptionValue::text("auto"), "p");
+    set_circle_option(c, "move_to_positive", off, "p");
+    EXPECT_EQ(c.move_to_positive, PositiveShift::none) << off.shown();
+  }
+  set_circle_option(c, "move_to_positive", OptionValue::text("-3"), "p");
+  EXPECT_EQ(c.move_to_positive, PositiveShift::offset);
+  EXPECT_EQ(c.positive_offset, -3.0);
+  for (const OptionValue& bad : {OptionValue::boolean(true), OptionValue::text("true"), OptionValue::string("3"),
+                                 OptionValue::text("yes"), OptionValue::number(std::nan(""))})
+    EXPECT_THAT(error_of([&] { set_circle_option(c, "move_to_positive", bad, "p"); }), HasSubstr("p must be false"))
+        << bad.shown();
+  set_circle_option(c, "method", OptionValue::string("circle"), "method");
+  EXPECT_THAT(error_of([&] { set_circle_option(c, "method", OptionValue::string("ring"), "method"); }),
+              HasSubstr("only \"circle\""));
+  EXPECT_THAT(error_of([&] { set_circle_option(c, "raduis", OptionValue::integer(1), "request.circle.raduis"); }),
+              AllOf(HasSubstr("request.circle.raduis is not a Circle-RoPE option"), HasSubstr("radius")));
+}
+
+TEST(Options, CanonicalTextReadsBackToTheSameConfig) {
+  for (const char* radius : {"10", "0.1", "1e-05", "auto", "auto-2.5", "auto-0.30000000000000004"}) {
+    for (const char* positive : {"false", "auto", "3.5", "-0.1"}) {
+      CircleConfig a;
+      set_circle_option(a, "radius", OptionValue::text(radius), "r");
+      set_circle_option(a, "move_to_positive", OptionValue::text(positive), "p");
+      CircleConfig b;
+      set_circle_option(b, "radius", OptionValue::text(radius_text(a)), "r");
+      set_circle_option(b, "move_to_positive", OptionValue::text(move_to_positive_text(a)), "p");
+      EXPECT_EQ(a.radius_mode, b.radius_mode) << radius;
+      EXPECT_EQ(a.radius_mode == RadiusMode::fixed ? a.radius : a.radius_scale,
+                b.radius_mode == RadiusMode::fixed ? b.radius : b.radius_scale)
+          << radius;
+      EXPECT_EQ(a.move_to_positive, b.move_to_positive) << positive;
+      EXPECT_EQ(a.positive_offset, b.positive_offset) << positive;
+    }
+  }
+}
+
+TEST(Options, VisionOptions) {
+  VisionConfig v;
+  set_vision_option(v, "time", OptionValue::string("index"), "t");
+  EXPECT_EQ(v.time, TimeMode::index);
+  set_vision_option(v, "spatial_merge_size", OptionValue::text("3"), "m");
+  EXPECT_EQ(v.spatial_merge_size, 3);
+  EXPECT_THAT(error_of([&] { set_vision_option(v, "spatial_merge_size", OptionValue::number(2.0), "m"); }),
+              HasSubstr("m must be an integer >= 1 (got 2)"));
+  EXPECT_THAT(error_of([&] { set_vision_option(v, "image_token_id", OptionValue::big_integer("18446744073709551615"),
+                                               "request.vision.image_token_id"); }),
+              HasSubstr("18446744073709551615"));
+  EXPECT_THAT(error_of([&] { set_vision_option(v, "tokens_per_second", OptionValue::number(1e300), "tps"); }),
+              HasSubstr("float32"));
+  EXPECT_THAT(error_of([&] { set_vision_option(v, "time", OptionValue::string("frames"), "t"); }),
+              HasSubstr("'frames'"));
+}
+
+// Issue 9 item 5: the section sum was taken in int and wrapped, so 2147483647 + 2147483647 +
+// 66 == 64 passed for rotary dim 128 and every frequency then read the temporal axis.
+TEST(Options, SectionSumsDoNotWrap) {
+  RotaryConfig r;
+  r.sections = {2147483647, 2147483647, 66};
+  EXPECT_THAT(error_of([&] { validate(r); }), HasSubstr("[2147483647, 2147483647, 66]"));
+  r.sections = {-2147483647 - 1, -2147483647 - 1, 64};
+  EXPECT_THAT(error_of([&] { validate(r); }), HasSubstr("must be >= 0"));
+  RotaryConfig t;
+  set_rotary_option(t, "sections", OptionValue::text("2147483647,2147483647,66"), "--sections");
+  EXPECT_THROW(validate(t), Error);
+  EXPECT_THROW(frequency_axes(t), Error);
+  EXPECT_THAT(error_of([&] { set_rotary_option(t, "sections", OptionValue::text("2147483648,0,64"), "--sections"); }),
+              HasSubstr("each in [0, 2^31)"));
+  EXPECT_THAT(error_of([&] { set_rotary_option(t, "sections", OptionValue::integers({16, 24}), "s"); }),
+              HasSubstr("s must be three integers t,h,w (got [16, 24])"));
+  for (const char* bad : {"16,24", "16,24,24,0", "16,,24", "16,24,24,", "16, 24, 24", "0x10,24,24", ""})
+    EXPECT_THAT(error_of([&] { set_rotary_option(t, "sections", OptionValue::text(bad), "--sections"); }),
+                HasSubstr("--sections must be three integers"))
+        << bad;
+  set_rotary_option(t, "sections", OptionValue::text("24,20,20"), "--sections");
+  set_rotary_option(t, "layout", OptionValue::text("interleaved"), "--freq-layout");
+  EXPECT_NO_THROW(validate(t));
+  EXPECT_THAT(error_of([&] { set_rotary_option(t, "rotary_dim", OptionValue::integer(4294967424LL), "d"); }),
+              HasSubstr("d must be in [2, 1024] (got 4294967424)"));
+}
+
+TEST(Options, Schemes) {
+  EXPECT_EQ(scheme_option(OptionValue::text("mrope"), "--scheme"), Scheme::mrope);
+  EXPECT_THAT(error_of([] { scheme_option(OptionValue::integer(3), "request.scheme"); }),
+              HasSubstr("request.scheme must be a scheme name"));
+  EXPECT_THAT(error_of([] { scheme_option(OptionValue::string("spiral"), "--scheme"); }),
+              HasSubstr("--scheme: unknown scheme 'spiral'"));
+}
+
+TEST(Options, MessagesShowBoundedValues) {
+  const std::string long_text(100000, 'x');
+  const std::string m = error_of([&] { parse_number(long_text, "n"); });
+  EXPECT_LT(m.size(), 120u);
+  EXPECT_LT(OptionValue::other(long_text).shown().size(), 80u);
+  EXPECT_LT(OptionValue::big_integer(std::string(500, '9')).shown().size(), 50u);
+}
+
+}  // namespace
