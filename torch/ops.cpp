@@ -37,17 +37,14 @@
 #include "circlerope/kernels.h"
 #include "circlerope/positions.h"
 #include "circlerope/options.h"
+#include "op_common.h"
 
 namespace {
 
 using at::Tensor;
 namespace cr = circlerope;
 
-std::string shape_of(const Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
+using cr::torch_ops::shape_of;
 
 // torch's thread count for the kernels, within their limit (torch may be set to more).
 int kernel_threads() { return std::min(at::get_num_threads(), cr::kMaxThreads); }
@@ -173,12 +170,7 @@ Tensor rotary_table(const Tensor& position_ids, std::int64_t rotary_dim,
                       shape_of(position_ids));
     TORCH_CHECK_VALUE(!position_ids.is_complex() && position_ids.scalar_type() != at::kBool,
                       "position_ids must hold real numbers, got ", position_ids.scalar_type());
-    cr::RotaryConfig config;
-    cr::set_rotary_option(config, "rotary_dim", cr::OptionValue::integer(rotary_dim), "rotary_dim");
-    cr::set_rotary_option(config, "sections", cr::OptionValue::integers(sections), "sections");
-    cr::set_rotary_option(config, "theta", cr::OptionValue::number(theta), "theta");
-    cr::set_rotary_option(config, "layout", cr::OptionValue::string(layout), "layout");
-    cr::validate(config);
+    const cr::RotaryConfig config = cr::torch_ops::rotary_config_of(rotary_dim, sections, theta, layout);
     const Tensor pos = position_ids.to(at::kFloat).contiguous();
     const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
     Tensor table = at::empty({batch, seq_len, rotary_dim}, at::kFloat);

@@ -14,9 +14,12 @@ AGE (a geometry per layer) with one angle table per distinct geometry:
     angles = rope(input_ids, image_grid_thw, attention_mask=attention_mask)
     q, k = angles.apply(layer_index, q, k)
 
-Everything runs on CPU tensors through torch.ops.circlerope (the C++ operators); invalid
-input raises ValueError with the core's message. Kernel threads follow
-torch.get_num_threads(), which Debian's torch starts at 1: call torch.set_num_threads().
+Everything runs through torch.ops.circlerope (the C++ operators); invalid input raises
+ValueError with the core's message. Positions are computed on the CPU (and returned on
+input_ids' device). Tables and rotation run on the CPU, and on CUDA tensors when the operator
+library was built with the CUDA kernels against a CUDA libtorch (has_cuda_kernels()). CPU
+kernel threads follow torch.get_num_threads(), which Debian's torch starts at 1: call
+torch.set_num_threads().
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "CircleConfig", "VisionConfig", "RotaryConfig", "AgePlan", "CouplingMetrics",
     "get_rope_index", "rotary_table", "apply_rotary", "apply_multimodal_rotary", "cos_sin",
     "decode_position_ids", "RotaryEmbedding", "RotaryAngles", "ptd", "layout_positions",
+    "has_cuda_kernels",
 ]
 
 
@@ -52,6 +56,23 @@ def _load_operators() -> None:
 
 _load_operators()
 _ops = torch.ops.circlerope
+
+
+def _operators_have_cuda() -> bool:
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key("circlerope::rotary_apply", "CUDA"))
+    except (AttributeError, RuntimeError):  # a torch without the query: no way to tell, so no
+        return False
+
+
+_CUDA_KERNELS = _operators_have_cuda()
+
+
+def has_cuda_kernels() -> bool:
+    """Whether the operator library was built with the CUDA kernels (CIRCLEROPE_CUDA against a
+    CUDA libtorch): then rotary_table and the rotation take CUDA tensors too. Says nothing
+    about whether a GPU is present (torch.cuda.is_available())."""
+    return _CUDA_KERNELS
 
 Tensor = torch.Tensor
 
@@ -242,6 +263,14 @@ def _cpu(t: Optional[Tensor]) -> Optional[Tensor]:
     return t.detach().cpu()
 
 
+def _table_device(t: Tensor) -> Tensor:
+    """Positions for rotary_table: kept on a CUDA device when the operators have CUDA kernels
+    (the table is then built there), else on the CPU."""
+    if _CUDA_KERNELS and t.device.type == "cuda":
+        return t.detach()
+    return _cpu(t)
+
+
 # ---------------------------------------------------------------- positions ---
 
 def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_per_grid_ts=None,
@@ -335,21 +364,32 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
     if position_ids.dim() == 2:
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
     theta_, dim, layout_, sections_ = r._args()
-    return _ops.rotary_table(_cpu(position_ids), dim, sections_, theta_, layout_)
+    return _ops.rotary_table(_table_device(position_ids), dim, sections_, theta_, layout_)
 
 
 def _fused_device(t: Tensor) -> bool:
     """Whether the fused operators take tensors on t's device."""
-    return t.device.type == "cpu"
+    return t.device.type == "cpu" or (t.device.type == "cuda" and _CUDA_KERNELS)
 
 
 def _check_device(*tensors: Tensor) -> None:
-    for name, t in zip(("q", "k", "table"), tensors):
+    named = list(zip(("q", "k", "table"), tensors))
+    for name, t in named:
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.device.type != "cpu":
-            raise ValueError(f"{name} is on {t.device}; circlerope's operators take CPU tensors "
-                             "(a CUDA implementation comes later)")
+    for name, t in named:
+        if t.device.type == "cpu":
+            continue
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} is on {t.device}; circlerope's operators take CPU or CUDA tensors")
+        if not _CUDA_KERNELS:
+            raise ValueError(f"{name} is on {t.device}; this build of circlerope's operators takes CPU "
+                             "tensors (configure with CIRCLEROPE_CUDA=ON against a CUDA libtorch for CUDA)")
+    device = tensors[0].device
+    for name, t in named[1:]:
+        if t.device != device:
+            raise ValueError(f"q is on {device} but {name} is on {t.device}; q, k and the table must be on "
+                             "one device (build the table from position_ids on q's device)")
 
 
 def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
@@ -373,6 +413,8 @@ def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16,
     """Hugging Face's apply_multimodal_rotary_pos_emb from position_ids in one fused op:
     builds the table (rotary_table) and rotates q and k (apply_rotary). Use RotaryEmbedding
     to share one table across the layers of a forward pass."""
+    if _CUDA_KERNELS and isinstance(q, torch.Tensor) and q.device.type == "cuda":
+        position_ids = _tensor(position_ids, "position_ids").to(q.device)  # the table is built there
     table = rotary_table(position_ids, RotaryConfig(sections=sections, theta=theta, layout=layout,
                                                     rotary_dim=rotary_dim, pairing=pairing))
     return apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)

@@ -143,5 +143,15 @@ def test_a_failed_call_leaves_the_library_usable():
 def test_cuda_tensors_are_refused_with_a_clear_message_or_skipped():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    with pytest.raises(ValueError, match="CPU tensors"):
+    # With CUDA kernels, a CPU table beside CUDA q/k is the mistake; without, any CUDA tensor.
+    match = "must be on one device" if circlerope.has_cuda_kernels() else "CPU tensors"
+    with pytest.raises(ValueError, match=match):
         circlerope.apply_rotary(*(t.cuda() for t in qk()), TABLE)
+
+
+def test_tensors_on_other_devices_are_refused_with_a_clear_message():
+    q, k = qk()
+    with pytest.raises(ValueError, match="q is on meta; circlerope's operators take CPU or CUDA tensors"):
+        circlerope.apply_rotary(q.to("meta"), k, TABLE)
+    with pytest.raises(ValueError, match="table is on meta"):
+        circlerope.apply_rotary(q, k, TABLE.to("meta"))

@@ -6,6 +6,7 @@
 #include "circlerope/positions.h"
 #include "circlerope/rotary.h"
 #include "circlerope/detail/fail.h"
+#include "circlerope/detail/frequency_axis.h"
 
 namespace circlerope {
 
@@ -99,20 +100,18 @@ void validate(const RotaryConfig& r) {
          r.rotary_dim / 2);
 }
 
+static_assert(static_cast<int>(FrequencyLayout::chunked) == 0 &&
+                  static_cast<int>(FrequencyLayout::interleaved) == 1 &&
+                  static_cast<int>(FrequencyLayout::single) == 2,
+              "detail::frequency_axis takes the layout as these ints");
+
 std::vector<int> frequency_axes(const RotaryConfig& r) {
   validate(r);
   const int half = r.rotary_dim / 2;
   const auto [st, sh, sw] = r.sections;
   std::vector<int> axes(static_cast<size_t>(half), 0);
-  for (int i = 0; i < half; ++i) {
-    switch (r.layout) {
-      case FrequencyLayout::chunked: axes[i] = i < st ? 0 : (i < st + sh ? 1 : 2); break;
-      case FrequencyLayout::interleaved:
-        axes[i] = (i % 3 == 1 && i < 3 * sh) ? 1 : ((i % 3 == 2 && i < 3 * sw) ? 2 : 0);
-        break;
-      case FrequencyLayout::single: axes[i] = 0; break;
-    }
-  }
+  for (int i = 0; i < half; ++i)
+    axes[static_cast<size_t>(i)] = detail::frequency_axis(static_cast<int>(r.layout), st, sh, sw, i);
   return axes;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "c_convert.h"
 #include "circlerope/detail/c_guard.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
@@ -19,54 +20,18 @@ namespace {
 using namespace circlerope;
 using detail::fail;
 using detail::guarded;
+using detail::checked_enum;
+using detail::to_cpp;
 
-static_assert(static_cast<int>(FrequencyLayout::chunked) == CRP_LAYOUT_CHUNKED &&
-                  static_cast<int>(FrequencyLayout::interleaved) == CRP_LAYOUT_INTERLEAVED &&
-                  static_cast<int>(FrequencyLayout::single) == CRP_LAYOUT_SINGLE &&
-                  static_cast<int>(DType::float32) == CRP_DTYPE_FLOAT32 &&
-                  static_cast<int>(DType::bfloat16) == CRP_DTYPE_BFLOAT16 &&
-                  static_cast<int>(DType::float16) == CRP_DTYPE_FLOAT16 &&
-                  static_cast<int>(Pairing::neox) == CRP_PAIRING_NEOX &&
-                  static_cast<int>(Pairing::gptj) == CRP_PAIRING_GPTJ &&
-                  static_cast<int>(Direction::forward) == CRP_FORWARD &&
-                  static_cast<int>(Direction::backward) == CRP_BACKWARD,
-              "the C enums are cast to the C++ ones");
 static_assert(static_cast<int>(Isa::automatic) == CRP_ISA_AUTOMATIC && static_cast<int>(Isa::portable) == CRP_ISA_PORTABLE &&
-                  static_cast<int>(Isa::avx2) == CRP_ISA_AVX2,
+                  static_cast<int>(Isa::avx2) == CRP_ISA_AVX2 && static_cast<int>(Isa::avx512) == CRP_ISA_AVX512 &&
+                  static_cast<int>(Isa::avx512bf16) == CRP_ISA_AVX512BF16,
               "crp_isa values are cast to circlerope::Isa");
 static_assert(CRP_MAX_THREADS == kMaxThreads, "the C header states the kernels' limit");
 
-// Ints from C are range-checked before they become enums (an out-of-range enum is UB).
-// `name` parts are only formatted into the message when the value is bad.
-template <typename E, typename... Name>
-E checked_enum(int value, int count, const Name&... name) {
-  if (value < 0 || value >= count) fail(name..., " ", value, " is not one of 0..", count - 1);
-  return static_cast<E>(value);
-}
-
-HeadTensor to_cpp(const crp_head_tensor& t, const char* what, int index) {
-  HeadTensor out;
-  out.data = t.data;
-  out.dtype = checked_enum<DType>(t.dtype, 3, what, "[", index, "].dtype");
-  for (int i = 0; i < 4; ++i) {
-    out.shape[static_cast<std::size_t>(i)] = t.shape[i];
-    out.strides[static_cast<std::size_t>(i)] = t.strides[i];
-  }
-  return out;
-}
-
-RotaryConfig to_cpp(const crp_rotary_config& config) {
-  RotaryConfig c;
-  c.theta = config.theta;
-  c.rotary_dim = config.rotary_dim;
-  c.layout = checked_enum<FrequencyLayout>(config.layout, 3, "layout");
-  c.sections = {config.sections[0], config.sections[1], config.sections[2]};
-  return c;
-}
-
-// Isa values a C caller may pass: automatic, portable, avx2 (kernels.h; a path added there
-// is added here and to crp_isa).
-constexpr int kIsaCount = static_cast<int>(Isa::avx2) + 1;
+// Isa values a C caller may pass: automatic .. avx512bf16 (kernels.h; a path added there is
+// added here and to crp_isa).
+constexpr int kIsaCount = static_cast<int>(Isa::avx512bf16) + 1;
 
 void rotate_targets(const RotaryTableView& table, const crp_head_tensor* in, const crp_head_tensor* out, int count,
                     const crp_rotate_params* c_params) {

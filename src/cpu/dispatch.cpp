@@ -8,6 +8,7 @@
 #include <string>
 
 #include "circlerope/detail/cpu_features.h"
+#include "check.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
@@ -117,6 +118,7 @@ PathTable probe_paths() {
 #else
   for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512bf16})
     t.reason[index_of(isa)] = "not compiled into this build (x86-64 only)";
+#include "check.h"
 #endif
   return t;
 }
@@ -265,11 +267,10 @@ HeadTensor bhsd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
           {heads * seq * head_dim, head_dim, seq * head_dim, 1}};
 }
 
-void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
-            const RotaryParams& params) {
-  if (params.threads < 0 || params.threads > kMaxThreads)
-    fail("threads must be in [0, ", kMaxThreads, "] (got ", params.threads, "; 0 = all cores)");
-  const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
+namespace detail {
+
+std::vector<CheckedTarget> check_rotate_targets(const RotaryTableView& table,
+                                                std::span<const RotaryTarget> targets) {
   const int rot = table.rotary_dim;
   if (rot < 2 || rot > 1024 || rot % 2 != 0)
     fail("table: rotary_dim ", rot, " must be even and in 2..1024");
@@ -280,11 +281,10 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
     fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0 and hold at most ",
          kMaxTokens, " tokens");
   if (table.values == nullptr && table.batch * table.seq_len > 0) fail("table: values are null");
-  if (targets.empty()) return;
+  std::vector<CheckedTarget> checked;
+  if (targets.empty()) return checked;
   if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");
 
-  std::vector<cpu::TargetJob> jobs;
-  std::int64_t bytes = 0;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const HeadTensor& in = targets[i].in;
     const HeadTensor& out = targets[i].out;
@@ -332,6 +332,27 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
     if (may_overlap_itself(out))
       fail(name, ": out strides ", shape_text(out.strides), " for shape ",
            shape_text(out.shape), " may write one element twice");
+    checked.push_back({in, out, in_place, i});
+  }
+  return checked;
+}
+
+}  // namespace detail
+
+void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
+            const RotaryParams& params) {
+  if (params.threads < 0 || params.threads > kMaxThreads)
+    fail("threads must be in [0, ", kMaxThreads, "] (got ", params.threads, "; 0 = all cores)");
+  const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
+  const std::vector<detail::CheckedTarget> checked = detail::check_rotate_targets(table, targets);
+  if (checked.empty()) return;
+  const int rot = table.rotary_dim;
+
+  std::vector<cpu::TargetJob> jobs;
+  std::int64_t bytes = 0;
+  for (const detail::CheckedTarget& c : checked) {
+    const HeadTensor& in = c.in;
+    const HeadTensor& out = c.out;
     cpu::TargetJob job;
     job.in = in.data;
     job.out = out.data;
@@ -341,17 +362,16 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
       job.in_stride[d] = in.strides[d];
       job.out_stride[d] = out.strides[d];
     }
-    job.in_place = in_place;
+    job.in_place = c.in_place;
     // Streaming stores (below) need an out of place target with 16-byte aligned rows.
     bool aligned = reinterpret_cast<std::uintptr_t>(out.data) % 16 == 0;
     for (std::size_t d = 0; d < 3; ++d)
       aligned = aligned && (out.strides[d] * static_cast<std::int64_t>(dtype_size(out.dtype))) % 16 == 0;
-    job.stream = !in_place && aligned;
+    job.stream = !c.in_place && aligned;
     jobs.push_back(job);
     bytes += 2 * in.shape[0] * in.shape[1] * in.shape[2] * in.shape[3] *
              static_cast<std::int64_t>(dtype_size(in.dtype));
   }
-  if (jobs.empty()) return;
   // Out of place and larger than a last-level cache slice: write around the cache. A cached
   // write first reads the line it fills (three streams instead of two); measured on S=16384
   // fp32 out of place, 16.4 -> 10.8 ms. Smaller outputs stay cached for the attention that
@@ -364,7 +384,7 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
   job.table = table.values;
   job.seq_len = table.seq_len;
   job.half = rot / 2;
-  job.dtype = targets[0].in.dtype;
+  job.dtype = checked[0].in.dtype;
   job.pairing = params.pairing;
   job.backward = params.direction == Direction::backward;
   job.targets = jobs.data();

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "check.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
@@ -12,11 +13,11 @@ namespace circlerope {
 
 using detail::fail;
 
-namespace {
+namespace detail {
 
-// Validates everything, then returns the number of tokens; fill_table writes them.
-std::int64_t checked_tokens(const RotaryConfig& config, const float* position_ids,
-                            std::int64_t batch, std::int64_t seq_len, int threads) {
+std::int64_t check_table_request(const RotaryConfig& config, const float* position_ids,
+                                 std::int64_t batch, std::int64_t seq_len, int threads,
+                                 bool positions_on_host) {
   validate(config);
   if (batch < 0 || seq_len < 0)
     fail("rotary table: batch ", batch, " and seq_len ", seq_len, " must be >= 0");
@@ -29,6 +30,7 @@ std::int64_t checked_tokens(const RotaryConfig& config, const float* position_id
     fail("rotary table: batch ", batch, " x seq_len ", seq_len, " is more than ", kMaxTokens,
          " tokens, the limit of one call");
   if (tokens > 0 && position_ids == nullptr) fail("rotary table: position_ids is null");
+  if (!positions_on_host) return tokens;
 
   bool uses_axis[3] = {false, false, false};
   for (int a : frequency_axes(config)) uses_axis[a] = true;
@@ -42,6 +44,10 @@ std::int64_t checked_tokens(const RotaryConfig& config, const float* position_id
   }
   return tokens;
 }
+
+}  // namespace detail
+
+namespace {
 
 void fill_table(const RotaryConfig& config, const float* position_ids, std::int64_t tokens,
                 float* values, int threads, cpu::TableKernel kernel) {
@@ -66,7 +72,7 @@ void fill_table(const RotaryConfig& config, const float* position_ids, std::int6
 
 RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_ids,
                               std::int64_t batch, std::int64_t seq_len, int threads, Isa isa) {
-  const std::int64_t tokens = checked_tokens(config, position_ids, batch, seq_len, threads);
+  const std::int64_t tokens = detail::check_table_request(config, position_ids, batch, seq_len, threads, true);
   const cpu::TableKernel kernel = cpu::table_kernel(isa);
   RotaryTable table;
   table.config_ = config;
@@ -80,7 +86,7 @@ RotaryTable make_rotary_table(const RotaryConfig& config, const float* position_
 void make_rotary_table_into(const RotaryConfig& config, const float* position_ids,
                             std::int64_t batch, std::int64_t seq_len, std::span<float> values,
                             int threads, Isa isa) {
-  const std::int64_t tokens = checked_tokens(config, position_ids, batch, seq_len, threads);
+  const std::int64_t tokens = detail::check_table_request(config, position_ids, batch, seq_len, threads, true);
   const cpu::TableKernel kernel = cpu::table_kernel(isa);
   const auto expected = static_cast<std::size_t>(tokens * config.rotary_dim);
   if (values.size() != expected)

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 namespace circlerope::reference {
 
@@ -233,7 +234,8 @@ bool guard_intact(const Buffer& buf, const std::vector<unsigned char>& before) {
 
 std::string CheckResult::describe() const {
   std::ostringstream o;
-  o << to_string(c.isa) << ' ' << to_string(c.dtype) << ' ' << to_string(c.pairing) << ' '
+  o << (c.backend ? std::string_view(c.backend) : to_string(c.isa)) << ' ' << to_string(c.dtype)
+    << ' ' << to_string(c.pairing) << ' '
     << to_string(c.layout) << ' ' << c.memory << ' ' << to_string(c.direction) << ' '
     << (c.in_place ? "in-place" : "out-of-place") << " B=" << c.batch << " S=" << c.seq
     << " Hq=" << c.q_heads << " Hk=" << c.k_heads << " D=" << c.head_dim
@@ -242,7 +244,21 @@ std::string CheckResult::describe() const {
   return o.str();
 }
 
+Rotator cpu_rotator() {
+  return [](const RotaryConfig& config, const float* positions, std::int64_t batch,
+            std::int64_t seq, std::span<const CheckTarget> targets, const RotaryParams& params) {
+    const RotaryTable table = make_rotary_table(config, positions, batch, seq, 0, params.isa);
+    std::vector<RotaryTarget> views;
+    for (const CheckTarget& t : targets) views.push_back(t.view);
+    rotate(table, views, params);
+  };
+}
+
 CheckResult check_case(const CheckCase& c, std::uint64_t seed) {
+  return check_case(c, seed, cpu_rotator());
+}
+
+CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& rotator) {
   std::mt19937_64 rng(seed);
   RotaryConfig config;
   config.theta = std::array<double, 3>{1e4, 1e6, 5e5}[rng() % 3];
@@ -259,7 +275,6 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed) {
   for (float& p : positions) p = pos(rng);
 
   CheckResult result{c, 0, tolerance(c.dtype), true};
-  const RotaryTable table = make_rotary_table(config, positions.data(), c.batch, c.seq, 0, c.isa);
   std::vector<Buffer> inputs, outputs;
   std::vector<std::vector<unsigned char>> before;
   for (std::int64_t heads : {c.q_heads, c.k_heads}) {
@@ -276,14 +291,16 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed) {
     inputs.push_back(std::move(in));
     outputs.push_back(std::move(out));
   }
-  std::vector<RotaryTarget> targets;
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    targets.push_back({c.in_place ? outputs[i].view : inputs[i].view, outputs[i].view});
+  std::vector<CheckTarget> targets;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    Buffer& in = c.in_place ? outputs[i] : inputs[i];
+    targets.push_back({{in.view, outputs[i].view}, in.bytes, outputs[i].bytes});
+  }
   RotaryParams params;
   params.pairing = c.pairing;
   params.direction = c.direction;
   params.isa = c.isa;
-  rotate(table, targets, params);
+  rotator(config, positions.data(), c.batch, c.seq, targets, params);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto expected = reference::rotate(config, positions.data(), inputs[i].view, c.pairing,
                                             c.direction);
@@ -294,11 +311,10 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed) {
   return result;
 }
 
-std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
-                                   const std::function<void(int, int)>& progress) {
+std::vector<CheckCase> check_cases(std::uint64_t seed, int rounds, std::span<const Isa> isas) {
   std::vector<CheckCase> cases;
   std::mt19937_64 rng(seed);
-  for (Isa isa : available_isas())
+  for (Isa isa : isas)
     for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
       for (Pairing pairing : {Pairing::neox, Pairing::gptj})
         for (FrequencyLayout layout :
@@ -319,6 +335,12 @@ std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
                   c.k_heads = 1 + static_cast<std::int64_t>(rng() % 2);
                   cases.push_back(c);
                 }
+  return cases;
+}
+
+std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
+                                   const std::function<void(int, int)>& progress) {
+  const std::vector<CheckCase> cases = check_cases(seed, rounds, available_isas());
   std::vector<CheckResult> results;
   results.reserve(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {

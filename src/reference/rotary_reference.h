@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,7 @@ struct CheckCase {
   bool in_place = false;
   std::int64_t batch = 1, seq = 1, q_heads = 1, k_heads = 1, head_dim = 2;
   int rotary_dim = 2;
+  const char* backend = nullptr;  // named in describe() instead of the isa when set ("cuda")
 };
 
 struct CheckResult {
@@ -95,5 +97,25 @@ std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
                                    const std::function<void(int, int)>& progress = {});
 // One case with data from `seed`.
 CheckResult check_case(const CheckCase& c, std::uint64_t seed);
+
+// ---- the same harness for another backend (the CUDA kernels, their CPU emulation) ---------
+// One target of a case: its views, and the whole host buffers behind them (the view plus
+// the guard elements around it), which a device backend copies over and back. In place,
+// both spans are the same buffer.
+struct CheckTarget {
+  RotaryTarget view;
+  std::span<unsigned char> in_storage;
+  std::span<unsigned char> out_storage;
+};
+// Builds the table of (config, positions [3][batch][seq]) its own way and rotates every
+// target with it; must leave the results in the out buffers.
+using Rotator = std::function<void(const RotaryConfig& config, const float* positions,
+                                   std::int64_t batch, std::int64_t seq,
+                                   std::span<const CheckTarget> targets, const RotaryParams& params)>;
+// The CPU kernels: make_rotary_table and rotate on params.isa.
+Rotator cpu_rotator();
+CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& rotator);
+// The cases run_check draws (same sizes for the same seed), for the given ISAs.
+std::vector<CheckCase> check_cases(std::uint64_t seed, int rounds, std::span<const Isa> isas);
 
 }  // namespace circlerope::reference

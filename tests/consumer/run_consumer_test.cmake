@@ -19,8 +19,12 @@ set(flags "")
 if(SANITIZE)
   set(flags "-fsanitize=address,undefined")
 endif()
+set(compiler "")
+if(CXX_COMPILER)
+  set(compiler "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -G ${GENERATOR}
-    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix "-DCMAKE_CXX_FLAGS=${flags}")
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix "-DCMAKE_CXX_FLAGS=${flags}" ${compiler})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
 

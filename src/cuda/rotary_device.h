@@ -1,0 +1,484 @@
+// Internal: everything one CUDA thread computes, as functions that compile for the host too.
+//
+// The kernels in kernels.cu are grid-stride loops that call table_item / rotate_item for
+// each work item g; nothing else runs on the device. The CPU tests (tests/test_cuda_math.cpp)
+// call the same functions for every g of a launch on host memory, so the index arithmetic,
+// the 16-byte packing, the storage rounding and the rotation of each pair are tested on a
+// machine without a GPU. What they cannot test: the device's own libm (pow, sincos in
+// double: CUDA documents <= 2 ulp), the launch configuration, and real concurrency (they run
+// the items one after another and in shuffled orders; items write disjoint elements).
+//
+// Two promises make the host run equal the device run bit for bit:
+//  - float arithmetic goes through mul_rn / add_rn / sub_rn (__fmul_rn etc. on the device),
+//    which nvcc never fuses into FMAs, and the host test compiles with -ffp-contract=off;
+//  - storage conversions are integer code (no __float2bfloat16 intrinsics), the same
+//    round-to-nearest-even as src/cpu/convert.h (tested pattern for pattern).
+// nvcc's default -ftz=false keeps fp32 subnormals, as the host does.
+//
+// Work items of a rotate launch (up to kMaxLaunchTargets targets, one dtype, one pairing):
+//   g -> target t (first_item prefix) -> local = g - first_item
+//   local = ((token * groups) + group) * units + unit,   token = b * seq + s
+// A unit is one rotation unit of kHeadsPerItem heads (heads group*4 .. group*4+3):
+//   vector path (16-byte loads; see plan.cpp for when it applies), L = 16 / sizeof(storage)
+//     neox: elements [uL, uL+L) and [half+uL, half+uL+L), frequencies uL .. uL+L-1
+//     gptj: elements [uL, uL+L), frequencies uL/2 .. uL/2+L/2-1
+//   scalar path (any strides): pair u, i.e. (u, u+half) for neox, (2u, 2u+1) for gptj
+// or, after rot_units rotation units, one pass-through element (out of place only).
+// The divisions are multiply-high by precomputed magic numbers (DivMod): a 64-bit integer
+// division is a ~70-instruction subroutine on the GPU, three per item would cost a third of
+// the memory time at Qwen shapes.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "circlerope/detail/frequency_axis.h"
+
+#if defined(__CUDACC__)
+#define CRP_HD __host__ __device__ __forceinline__
+#define CRP_UNROLL _Pragma("unroll")
+#else
+#define CRP_HD inline
+#define CRP_UNROLL
+#endif
+
+namespace circlerope::gpu {
+
+// ---- float32 arithmetic, one IEEE rounding per operation, never fused ----------------------
+
+CRP_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+CRP_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+CRP_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+CRP_HD std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+CRP_HD float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// ---- bf16 / fp16 storage: src/cpu/convert.h's rounding, host and device ---------------------
+
+CRP_HD float bf16_to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+
+CRP_HD std::uint16_t float_to_bf16(float f) {
+  const std::uint32_t u = float_bits(f);
+  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // nearest, ties even
+  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x0040u) : rounded);  // NaN stays NaN
+}
+
+CRP_HD float f16_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t magnitude = h & 0x7FFFu;
+  if (magnitude >= 0x7C00u)  // inf or NaN
+    return bits_float(sign | 0x7F800000u | ((magnitude & 0x03FFu) << 13));
+  if (magnitude >= 0x0400u)  // normal: rebias the exponent from 15 to 127
+    return bits_float(sign | ((magnitude << 13) + ((127u - 15u) << 23)));
+  // zero or subnormal: magnitude * 2^-24, exact in float
+  const float value = mul_rn(static_cast<float>(magnitude), 0x1p-24f);
+  return bits_float(sign | float_bits(value));
+}
+
+CRP_HD std::uint16_t float_to_f16(float f) {
+  const std::uint32_t u = float_bits(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  std::uint32_t out;
+  if (a > 0x7F800000u) {
+    out = 0x7E00u | ((a >> 13) & 0x03FFu);  // NaN stays NaN (quiet)
+  } else if (a >= 0x477FF000u) {
+    out = 0x7C00u;  // rounds to 65536 or more: infinity
+  } else if (a < 0x38800000u) {
+    // below fp16's smallest normal: adding 0.5 leaves the subnormal mantissa, rounded to
+    // nearest even by the float addition, in the low bits
+    out = float_bits(add_rn(bits_float(a), 0.5f)) - float_bits(0.5f);
+  } else {
+    const std::uint32_t odd = (a >> 13) & 1u;
+    out = (a + 0x0FFFu + odd - ((127u - 15u) << 23)) >> 13;
+  }
+  return static_cast<std::uint16_t>(sign | out);
+}
+
+// Storage types; kDType is DType's value.
+struct F32 {
+  using T = float;
+  static constexpr int kDType = 0;
+};
+struct BF16 {
+  using T = std::uint16_t;
+  static constexpr int kDType = 1;
+};
+struct F16 {
+  using T = std::uint16_t;
+  static constexpr int kDType = 2;
+};
+
+template <class S>
+CRP_HD float widen(typename S::T v) {
+  if constexpr (std::is_same_v<S, F32>) return v;
+  else if constexpr (std::is_same_v<S, BF16>) return bf16_to_float(v);
+  else return f16_to_float(v);
+}
+
+template <class S>
+CRP_HD typename S::T narrow(float v) {
+  if constexpr (std::is_same_v<S, F32>) return v;
+  else if constexpr (std::is_same_v<S, BF16>) return float_to_bf16(v);
+  else return float_to_f16(v);
+}
+
+// Elements in 16 bytes of storage S.
+template <class S>
+inline constexpr int kLanes = static_cast<int>(16 / sizeof(typename S::T));
+
+// ---- 16- and 8-byte packs: one vector load or store on the device ---------------------------
+
+struct alignas(16) Pack16 {
+  std::uint32_t w[4];
+};
+struct alignas(8) Pack8 {
+  std::uint32_t w[2];
+};
+
+// On the device through uint4 / uint2, and stores through __stwb (st.global.wb.v4: plain
+// write-back caching): a struct assignment, and in the kernels even a uint4 one, compiled to
+// four 32-bit stores (seen in the PTX). The caller guarantees the alignment.
+template <class P>
+CRP_HD P load_pack(const void* p) {
+  P v;
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(P) == 16) {
+    const uint4 u = *static_cast<const uint4*>(p);
+    v.w[0] = u.x, v.w[1] = u.y, v.w[2] = u.z, v.w[3] = u.w;
+  } else {
+    const uint2 u = *static_cast<const uint2*>(p);
+    v.w[0] = u.x, v.w[1] = u.y;
+  }
+#else
+  std::memcpy(&v, p, sizeof v);
+#endif
+  return v;
+}
+
+template <class P>
+CRP_HD void store_pack(void* p, const P& v) {
+#if defined(__CUDA_ARCH__)
+  static_assert(sizeof(P) == 16, "only 16-byte packs are stored");
+  __stwb(static_cast<uint4*>(p), make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]));
+#else
+  std::memcpy(p, &v, sizeof v);
+#endif
+}
+
+// Lane j of a pack of storage S, widened (little-endian: element 2k is the low half of w[k]).
+template <class S>
+CRP_HD void unpack(const Pack16& v, float* x) {
+CRP_UNROLL
+  for (int j = 0; j < kLanes<S>; ++j) {
+    if constexpr (std::is_same_v<S, F32>) {
+      x[j] = bits_float(v.w[j]);
+    } else {
+      x[j] = widen<S>(static_cast<std::uint16_t>(v.w[j >> 1] >> ((j & 1) * 16)));
+    }
+  }
+}
+
+template <class S>
+CRP_HD Pack16 pack(const float* y) {
+  Pack16 v;
+CRP_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (std::is_same_v<S, F32>) {
+      v.w[k] = float_bits(y[k]);
+    } else {
+      v.w[k] = static_cast<std::uint32_t>(narrow<S>(y[2 * k])) |
+               (static_cast<std::uint32_t>(narrow<S>(y[2 * k + 1])) << 16);
+    }
+  }
+  return v;
+}
+
+// N consecutive table floats; p is 16-byte aligned when N % 4 == 0, 8-byte when N == 2.
+template <int N>
+CRP_HD void load_floats(const float* p, float* out) {
+  if constexpr (N % 4 == 0) {
+CRP_UNROLL
+    for (int k = 0; k < N / 4; ++k) {
+      const Pack16 v = load_pack<Pack16>(p + 4 * k);
+CRP_UNROLL
+      for (int j = 0; j < 4; ++j) out[4 * k + j] = bits_float(v.w[j]);
+    }
+  } else {
+    static_assert(N == 2, "table loads are 2, 4 or 8 floats");
+    const Pack8 v = load_pack<Pack8>(p);
+    out[0] = bits_float(v.w[0]);
+    out[1] = bits_float(v.w[1]);
+  }
+}
+
+// ---- division by a run-time constant ------------------------------------------------------
+// q = (mulhi(n, magic) + n) >> shift (Granlund & Montgomery 1994, the form of PyTorch's
+// IntDivider widened to 64 bits): exact for 0 <= n < 2^63 and 1 <= d <= 2^63. The dispatcher
+// only divides indices below the element count of a view, which validation keeps < 2^59.
+
+struct DivMod {
+  std::uint64_t divisor = 1;
+  std::uint64_t magic = 1;
+  std::uint32_t shift = 0;
+};
+
+// Host only (128-bit arithmetic). d must be in [1, 2^63].
+inline DivMod make_divmod(std::uint64_t d) {
+  __extension__ typedef unsigned __int128 U128;
+  DivMod m;
+  m.divisor = d;
+  std::uint32_t shift = 0;
+  while (shift < 63 && (std::uint64_t{1} << shift) < d) ++shift;
+  m.shift = shift;
+  const U128 numerator = (U128{1} << 64) * ((U128{1} << shift) - d);
+  m.magic = static_cast<std::uint64_t>(numerator / d) + 1;
+  return m;
+}
+
+CRP_HD std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umul64hi(a, b);
+#else
+  __extension__ typedef unsigned __int128 U128;
+  return static_cast<std::uint64_t>((static_cast<U128>(a) * b) >> 64);
+#endif
+}
+
+CRP_HD std::uint64_t quotient(const DivMod& d, std::uint64_t n) {
+  return (mul_hi(n, d.magic) + n) >> d.shift;
+}
+
+// ---- angle tables ---------------------------------------------------------------------------
+
+struct TableLaunch {
+  const float* positions = nullptr;  // [3][tokens], device memory
+  float* values = nullptr;           // [tokens][rotary_dim]: cos then sin
+  std::int64_t tokens = 0;
+  std::uint64_t items = 0;           // tokens * half
+  DivMod half{};
+  double theta = 0;
+  int rotary_dim = 0;
+  int layout = 0;                    // FrequencyLayout's value
+  int sections[3] = {0, 0, 0};
+};
+
+CRP_HD double pow_double(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return ::pow(a, b);
+#else
+  return std::pow(a, b);
+#endif
+}
+
+CRP_HD void sincos_double(double x, double* s, double* c) {
+#if defined(__CUDA_ARCH__)
+  ::sincos(x, s, c);
+#else
+  *s = std::sin(x);
+  *c = std::cos(x);
+#endif
+}
+
+// Entry (token, i): the CPU table's formula (table.cpp, inverse_frequencies): the angle
+// pos[axis(i)] * theta^(-2i/D) and its cos/sin in double, each rounded once to float.
+CRP_HD void table_item(const TableLaunch& job, std::uint64_t g) {
+  const std::uint64_t token = quotient(job.half, g);
+  const int i = static_cast<int>(g - token * job.half.divisor);
+  const int half = job.rotary_dim / 2;
+  const int axis = detail::frequency_axis(job.layout, job.sections[0], job.sections[1],
+                                          job.sections[2], i);
+  const double pos = job.positions[static_cast<std::int64_t>(axis) * job.tokens +
+                                   static_cast<std::int64_t>(token)];
+  const double inv_freq = pow_double(job.theta, -2.0 * static_cast<double>(i) / job.rotary_dim);
+  double s, c;
+  sincos_double(pos * inv_freq, &s, &c);
+  float* row = job.values + token * static_cast<std::uint64_t>(job.rotary_dim);
+  row[i] = static_cast<float>(c);
+  row[half + i] = static_cast<float>(s);
+}
+
+// ---- rotation -------------------------------------------------------------------------------
+
+inline constexpr int kMaxLaunchTargets = 8;
+inline constexpr int kHeadsPerItem = 4;
+
+struct TargetLaunch {
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::int64_t in_stride[4] = {0, 0, 0, 0};   // batch, seq, head, dim; elements
+  std::int64_t out_stride[4] = {0, 0, 0, 0};
+  std::uint64_t first_item = 0;  // of this target, in the launch's item numbering
+  DivMod units{};                // work units per (token, head group)
+  DivMod groups{};               // head groups per token
+  std::int64_t heads = 0;
+  std::int32_t rot_units = 0;    // the first rot_units units rotate, the rest copy one element
+};
+
+struct RotateLaunch {
+  TargetLaunch targets[kMaxLaunchTargets];
+  std::int32_t target_count = 0;
+  std::uint64_t items = 0;
+  const float* table = nullptr;  // [tokens][2 * half]
+  DivMod seq{};                  // tokens per batch row
+  std::int32_t half = 0;
+  bool gptj = false;
+  bool backward = false;
+};
+
+CRP_HD float rotated_first(float x0, float x1, float c, float s) {
+  return sub_rn(mul_rn(x0, c), mul_rn(x1, s));
+}
+CRP_HD float rotated_second(float x0, float x1, float c, float s) {
+  return add_rn(mul_rn(x1, c), mul_rn(x0, s));
+}
+
+// Vector unit u of heads [0, hn) of a group: in/out point at the group's first head.
+template <class S>
+CRP_HD void rotate_vector_unit(const RotateLaunch& job, const TargetLaunch& tg, const float* row,
+                               std::int64_t unit, int hn, const typename S::T* in,
+                               typename S::T* out) {
+  constexpr int L = kLanes<S>;
+  const std::int64_t is = tg.in_stride[2], os = tg.out_stride[2];
+  const std::int64_t e0 = unit * L;
+  if (!job.gptj) {
+    float c[L], s[L];
+    load_floats<L>(row + e0, c);
+    load_floats<L>(row + job.half + e0, s);
+    Pack16 a[kHeadsPerItem], b[kHeadsPerItem];
+CRP_UNROLL
+    for (int h = 0; h < kHeadsPerItem; ++h)  // every load before any store: in place is safe
+      if (h < hn) {                          // and the loads are in flight together
+        a[h] = load_pack<Pack16>(in + h * is + e0);
+        b[h] = load_pack<Pack16>(in + h * is + job.half + e0);
+      }
+CRP_UNROLL
+    for (int h = 0; h < kHeadsPerItem; ++h)
+      if (h < hn) {
+        float x0[L], x1[L], y0[L], y1[L];
+        unpack<S>(a[h], x0);
+        unpack<S>(b[h], x1);
+CRP_UNROLL
+        for (int j = 0; j < L; ++j) {
+          const float sj = job.backward ? -s[j] : s[j];
+          y0[j] = rotated_first(x0[j], x1[j], c[j], sj);
+          y1[j] = rotated_second(x0[j], x1[j], c[j], sj);
+        }
+        store_pack(out + h * os + e0, pack<S>(y0));
+        store_pack(out + h * os + job.half + e0, pack<S>(y1));
+      }
+  } else {
+    constexpr int P = L / 2;  // pairs per pack
+    float c[P], s[P];
+    load_floats<P>(row + e0 / 2, c);
+    load_floats<P>(row + job.half + e0 / 2, s);
+    Pack16 a[kHeadsPerItem];
+CRP_UNROLL
+    for (int h = 0; h < kHeadsPerItem; ++h)
+      if (h < hn) a[h] = load_pack<Pack16>(in + h * is + e0);
+CRP_UNROLL
+    for (int h = 0; h < kHeadsPerItem; ++h)
+      if (h < hn) {
+        float x[L], y[L];
+        unpack<S>(a[h], x);
+CRP_UNROLL
+        for (int j = 0; j < P; ++j) {
+          const float sj = job.backward ? -s[j] : s[j];
+          y[2 * j] = rotated_first(x[2 * j], x[2 * j + 1], c[j], sj);
+          y[2 * j + 1] = rotated_second(x[2 * j], x[2 * j + 1], c[j], sj);
+        }
+        store_pack(out + h * os + e0, pack<S>(y));
+      }
+  }
+}
+
+// Scalar unit = pair u, any strides.
+template <class S>
+CRP_HD void rotate_scalar_unit(const RotateLaunch& job, const TargetLaunch& tg, const float* row,
+                               std::int64_t unit, int hn, const typename S::T* in,
+                               typename S::T* out) {
+  const float c = row[unit];
+  const float s = job.backward ? -row[job.half + unit] : row[job.half + unit];
+  const std::int64_t i0 = job.gptj ? 2 * unit : unit;
+  const std::int64_t i1 = job.gptj ? 2 * unit + 1 : unit + job.half;
+  for (int h = 0; h < hn; ++h) {
+    const typename S::T* x = in + h * tg.in_stride[2];
+    typename S::T* y = out + h * tg.out_stride[2];
+    const float x0 = widen<S>(x[i0 * tg.in_stride[3]]);
+    const float x1 = widen<S>(x[i1 * tg.in_stride[3]]);
+    y[i0 * tg.out_stride[3]] = narrow<S>(rotated_first(x0, x1, c, s));
+    y[i1 * tg.out_stride[3]] = narrow<S>(rotated_second(x0, x1, c, s));
+  }
+}
+
+template <class S, bool kVector>
+CRP_HD void rotate_item(const RotateLaunch& job, std::uint64_t g) {
+  using T = typename S::T;
+  int t = 0;
+  while (t + 1 < job.target_count && g >= job.targets[t + 1].first_item) ++t;
+  const TargetLaunch& tg = job.targets[t];
+  const std::uint64_t local = g - tg.first_item;
+  const std::uint64_t unit_row = quotient(tg.units, local);
+  const auto unit = static_cast<std::int64_t>(local - unit_row * tg.units.divisor);
+  const std::uint64_t token = quotient(tg.groups, unit_row);
+  const auto group = static_cast<std::int64_t>(unit_row - token * tg.groups.divisor);
+  const auto b = static_cast<std::int64_t>(quotient(job.seq, token));
+  const std::int64_t s = static_cast<std::int64_t>(token) - b * static_cast<std::int64_t>(job.seq.divisor);
+  const std::int64_t h0 = group * kHeadsPerItem;
+  const int hn = static_cast<int>(tg.heads - h0 < kHeadsPerItem ? tg.heads - h0 : kHeadsPerItem);
+  const T* in = static_cast<const T*>(tg.in) + b * tg.in_stride[0] + s * tg.in_stride[1] +
+                h0 * tg.in_stride[2];
+  T* out = static_cast<T*>(tg.out) + b * tg.out_stride[0] + s * tg.out_stride[1] +
+           h0 * tg.out_stride[2];
+  if (unit >= tg.rot_units) {  // pass-through element, bit for bit
+    const std::int64_t e = 2 * static_cast<std::int64_t>(job.half) + (unit - tg.rot_units);
+    for (int h = 0; h < hn; ++h)
+      out[h * tg.out_stride[2] + e * tg.out_stride[3]] = in[h * tg.in_stride[2] + e * tg.in_stride[3]];
+    return;
+  }
+  const float* row = job.table + token * static_cast<std::uint64_t>(2 * job.half);
+  if constexpr (kVector) rotate_vector_unit<S>(job, tg, row, unit, hn, in, out);
+  else rotate_scalar_unit<S>(job, tg, row, unit, hn, in, out);
+}
+
+}  // namespace circlerope::gpu
