@@ -1,7 +1,7 @@
 // Rotates q and k of Qwen2.5-VL-3B shape (S = 512, Hq 16, Hk 2, D 128) in place a given
 // number of times on one thread and nothing else, so that valgrind --tool=callgrind can
 // count instructions per element (bench/instructions.sh).
-// Usage: circlerope_count_rotary float32|bfloat16|float16 CALLS [portable|avx2]
+// Usage: circlerope_count_rotary float32|bfloat16|float16 CALLS [portable|avx2|avx512|avx512bf16]
 #include <cstdio>
 #include <cstdlib>
 #include <exception>

@@ -66,7 +66,7 @@ def main():
             rows.append((dtype_name, seq, ms, nbytes / ms / 1e6))
     ours = {}
     if len(sys.argv) > 1:
-        out = subprocess.run([sys.argv[1], "bench", "rotary", "--seq-lens", "4096", "16384",
+        out = subprocess.run([sys.argv[1], "bench", "rotary", "--seq-lens", "4096", "16384", "--path", "automatic",
                               "--format", "json"], check=True, capture_output=True, text=True)
         for r in json.loads(out.stdout)["results"]:
             if r["direction"] == "forward" and r["mode"] == "out-of-place":

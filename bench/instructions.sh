@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instruction counts by callgrind, a repeatable measure on a machine whose wall time drifts.
 # Each figure is the difference between 30 and 10 runs, over 20, so setup cancels out.
-#  - positions: instructions per benchmark batch (8 x 814 tokens);
+#  - positions: instructions per benchmark batch (8 x 814 tokens), per positions path;
 #  - rotary: instructions per rotated element, q and k of S = 512 in place, one thread,
 #    every path this CPU runs.
 # Usage: bench/instructions.sh [BUILD_DIR]   (default build/release)
@@ -12,12 +12,15 @@ count() {
     awk '/Collected/ {print $4}'
 }
 for scheme in circle mrope; do
-  a=$(count "$dir/circlerope_count_positions" "$scheme" 10)
-  b=$(count "$dir/circlerope_count_positions" "$scheme" 30)
-  echo "positions $scheme: $(((b - a) / 20)) instructions per batch"
+  for path in scalar avx2 avx512; do  # positions paths (src/core/positions_simd.h)
+    "$dir/circlerope_count_positions" "$scheme" 1 "$path" 2>/dev/null || continue  # not on this CPU
+    a=$(count "$dir/circlerope_count_positions" "$scheme" 10 "$path")
+    b=$(count "$dir/circlerope_count_positions" "$scheme" 30 "$path")
+    echo "positions $scheme, $path path: $(((b - a) / 20)) instructions per batch"
+  done
 done
 elements=$((512 * 18 * 128))
-for path in portable avx2; do
+for path in portable avx2 avx512 avx512bf16; do
   "$dir/circlerope_count_rotary" float32 1 "$path" 2>/dev/null || continue  # not on this CPU
   for dtype in float32 bfloat16 float16; do
     a=$(count "$dir/circlerope_count_rotary" "$dtype" 10 "$path")

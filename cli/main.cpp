@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -21,6 +22,7 @@
 
 #include "circlerope/age.h"
 #include "circlerope/circle.h"
+#include "circlerope/detail/positions_path.h"
 #include "circlerope/options.h"
 #include "circlerope/ptd.h"
 #include "report.h"
@@ -301,26 +303,53 @@ int run_demo(const std::string& out_path) {
   return 0;
 }
 
+// Each scheme on the vectorised path this CPU picks and on the scalar reference path
+// (positions_simd.h: libm ring, one-token loops), alternately in one run: this shared
+// machine's speed drifts by tens of percent within a minute, so the ratio is the median of
+// per-round ratios.
 int run_bench_positions(const std::string& format, double min_seconds) {
+  using detail::PositionsPath;
+  const PositionsPath fast = detail::positions_path();
   json rows = json::array();
   for (Scheme s : {Scheme::circle, Scheme::mrope}) {
     const Geometry g{s, CircleConfig{}};
     const Request batch = benchmark_batch(g);
-    const double ns = time_positions_ns(batch, g, min_seconds);
-    rows.push_back({{"scheme", to_string(s)},
-                    {"batch", batch.batch},
-                    {"seq_len", batch.seq_len},
-                    {"ns_per_batch", ns},
-                    {"ns_per_token", ns / static_cast<double>(batch.batch * batch.seq_len)}});
+    constexpr int kRounds = 5;
+    std::vector<double> fast_ns, scalar_ns, ratios;
+    for (int round = 0; round < kRounds; ++round) {
+      detail::set_positions_path(PositionsPath::scalar);
+      scalar_ns.push_back(time_positions_ns(batch, g, min_seconds / (2 * kRounds)));
+      detail::set_positions_path(fast);
+      fast_ns.push_back(time_positions_ns(batch, g, min_seconds / (2 * kRounds)));
+      ratios.push_back(scalar_ns.back() / fast_ns.back());
+    }
+    detail::set_positions_path(PositionsPath::automatic);
+    const double tokens = static_cast<double>(batch.batch * batch.seq_len);
+    for (const bool scalar : {false, true}) {
+      const double ns = median(scalar ? scalar_ns : fast_ns);
+      json row = {{"scheme", to_string(s)},
+                  {"path", detail::to_string(scalar ? PositionsPath::scalar : fast)},
+                  {"batch", batch.batch},
+                  {"seq_len", batch.seq_len},
+                  {"ns_per_batch", ns},
+                  {"ns_per_token", ns / tokens}};
+      if (!scalar) row["speedup_over_scalar"] = median(ratios);
+      rows.push_back(row);
+    }
   }
   if (format == "json") {
     std::cout << json{{"benchmark", "positions"}, {"shape", kBenchmarkShape}, {"results", rows}}.dump(2) << "\n";
   } else {
-    std::cout << "positions for " << kBenchmarkShape << " (median):\n";
-    for (const json& r : rows)
-      std::cout << "  " << r["scheme"].get<std::string>() << ": " << fixed(r["ns_per_batch"].get<double>(), 0)
+    std::cout << "positions for " << kBenchmarkShape << " (median; the two paths measured alternately):\n";
+    for (const json& r : rows) {
+      std::cout << "  " << std::left << std::setw(7) << r["scheme"].get<std::string>() << std::setw(8)
+                << r["path"].get<std::string>() << std::right << std::setw(8) << fixed(r["ns_per_batch"].get<double>(), 0)
                 << " ns per batch (" << fixed(r["ns_per_batch"].get<double>() / 1000, 2) << " us, "
-                << fixed(r["ns_per_token"].get<double>(), 2) << " ns per token)\n";
+                << fixed(r["ns_per_token"].get<double>(), 2) << " ns per token)";
+      if (r.contains("speedup_over_scalar"))
+        std::cout << ", " << fixed(r["speedup_over_scalar"].get<double>(), 2) << "x the scalar path";
+      std::cout << "\n";
+    }
   }
   return 0;
 }
@@ -429,7 +458,7 @@ int run(int argc, char** argv) {
   bench_positions->add_option("--min-seconds", bench_seconds, "time spent per scheme [0.5]");
   auto* bench_rotary_cmd = bench->add_subcommand(
       "rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
-  std::string rotary_format = "table", rotary_isa = "automatic";
+  std::string rotary_format = "table", rotary_isa = "all";
   std::vector<std::int64_t> rotary_seq_lens = {1024, 4096, 16384};
   std::vector<std::string> rotary_dtypes = {"float32", "bfloat16"};
   double rotary_seconds = 0.25;
@@ -439,7 +468,7 @@ int run(int argc, char** argv) {
   bench_rotary_cmd->add_option("--dtypes", rotary_dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
   bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
   bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
-  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: automatic, portable, avx2 [automatic]");
+  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: all (every path this machine runs), automatic, portable, avx2, avx512, avx512bf16 [all]");
   std::string rotary_plot;
   int rotary_copy_mib = 256;
   bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
@@ -534,7 +563,7 @@ int run(int argc, char** argv) {
       for (const std::string& d : rotary_dtypes) options.dtypes.push_back(parse_dtype(d));
       options.min_seconds = rotary_seconds;
       options.threads = rotary_threads;
-      options.isa = parse_isa(rotary_isa);
+      if (rotary_isa != "all") options.isas = {parse_isa(rotary_isa)};
       options.copy_mib = rotary_copy_mib;
       if (!rotary_plot.empty()) check_svg_path("--plot", rotary_plot);
       const auto result = cli::bench_rotary(options, std::cerr);

@@ -20,13 +20,17 @@ struct RotaryBenchOptions {
   std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
   std::vector<DType> dtypes = {DType::float32, DType::bfloat16};
   double min_seconds = 0.25;  // per row
-  int threads = 0;            // 0 = all cores (the copy stream uses the same count)
-  Isa isa = Isa::automatic;
-  int copy_mib = 256;  // size of the copy streams; far beyond the caches by default
+  int threads = 0;            // 0 = all cores (the copy baselines use the same count)
+  std::vector<Isa> isas;      // empty: every path this machine runs
+  int copy_mib = 256;  // size of the machine-wide copy streams; far beyond the caches by default
 };
 
 // Qwen2.5-VL-3B attention shapes (Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6,
-// batch 1): forward and backward, in place and out of place. Progress lines go to `err`.
+// batch 1): forward and backward, in place and out of place, on each path. Each row is
+// compared with a fair copy of its own buffers, alternately measured: in place with an
+// in-place read-modify-write of q and k, out of place with the better of memcpy and a
+// streaming-store copy of q and k into the outputs. The JSON names the paths it skipped and
+// why. Progress lines go to `err`; a forced path this machine lacks is an Error.
 nlohmann::json bench_rotary(const RotaryBenchOptions& options, std::ostream& err);
 void print_bench_rotary_table(const nlohmann::json& result, std::ostream& out);
 // A bar chart of bench_rotary's rows against their copy bandwidth (docs/rotary_bench.svg).

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-          libtorch-dev python3-torch python3-dev pybind11-dev python3-numpy python3-pytest libopenblas0-openmp)
+          libtorch-dev python3-torch python3-dev pybind11-dev python3-numpy python3-pytest libopenblas0-openmp
+          bochs bochsbios vgabios)  # the last three: tests/avx512_emulator (AVX-512 paths under Bochs)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -217,7 +217,7 @@ int main(void) {
           CRP_INVALID_ARGUMENT);
     CHECK_MSG(strstr(err, "expected batch 1 x seq_len 7 x rotary_dim 16") != NULL, err);
     CHECK(crp_rotary_table_compute(&config, pos2, 1, S, 0, 9, mine, S * D, err, sizeof err) == CRP_INVALID_ARGUMENT);
-    CHECK_MSG(strstr(err, "isa 9 is not one of 0..2") != NULL, err);
+    CHECK_MSG(strstr(err, "isa 9 is not one of 0..4") != NULL, err);
 
     crp_rotate_params params;
     CHECK(crp_rotate_params_default(&params) == CRP_OK);
@@ -227,8 +227,9 @@ int main(void) {
     static float by_table[S * HQ * D], by_values[S * HQ * D];
     crp_head_tensor qin = bshd(q, CRP_DTYPE_FLOAT32, HQ), o1 = bshd(by_table, CRP_DTYPE_FLOAT32, HQ),
                     o2 = bshd(by_values, CRP_DTYPE_FLOAT32, HQ);
-    static const int paths[] = {CRP_ISA_PORTABLE, CRP_ISA_AVX2};
-    for (int p = 0; p < 2; ++p) {
+    /* fp32: avx2, avx512 and avx512bf16 do the same arithmetic, bit for bit */
+    static const int paths[] = {CRP_ISA_PORTABLE, CRP_ISA_AVX2, CRP_ISA_AVX512, CRP_ISA_AVX512BF16};
+    for (int p = 0; p < 4; ++p) {
       int available = -1;
       CHECK(crp_isa_available(paths[p], &available, err, sizeof err) == CRP_OK);
       params.isa = paths[p];
@@ -244,7 +245,8 @@ int main(void) {
     int available = -1;
     CHECK(crp_isa_available(CRP_ISA_AUTOMATIC, &available, err, sizeof err) == CRP_OK && available == 1);
     CHECK(crp_isa_available(CRP_ISA_PORTABLE, &available, err, sizeof err) == CRP_OK && available == 1);
-    CHECK(crp_isa_available(7, &available, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK(crp_isa_available(5, &available, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK(crp_isa_available(-1, &available, err, sizeof err) == CRP_INVALID_ARGUMENT);
     CHECK(crp_rotate_values(NULL, 1, S, D, &qin, &o2, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
     CHECK_MSG(strstr(err, "values are null") != NULL, err);
     CHECK(crp_rotate_values(mine, (int64_t)1 << 40, (int64_t)1 << 40, D, &qin, &o2, 1, NULL, err, sizeof err) ==

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "circlerope/kernels.h"
 #include "golden_support.h"
 #include "test_support.h"
 
@@ -242,11 +243,21 @@ TEST_F(Cli, BenchPositionsJson) {
   const Outcome r = run("bench positions --format json --min-seconds 0.01");
   ASSERT_EQ(r.code, 0) << r.err;
   const json b = json::parse(r.out);
-  ASSERT_EQ(b["results"].size(), 2u);
-  for (const json& row : b["results"]) {
+  // circle and mrope, each on the path this CPU picks and on the scalar reference path,
+  // timed alternately; the fast row carries the ratio.
+  ASSERT_EQ(b["results"].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const json& row = b["results"][i];
+    EXPECT_EQ(row["scheme"], i < 2 ? "circle" : "mrope");
     EXPECT_GT(row["ns_per_batch"].get<double>(), 0);
     EXPECT_EQ(row["batch"].get<int>(), 8);
     EXPECT_EQ(row["seq_len"].get<int>(), 814);
+    if (i % 2 == 1) {
+      EXPECT_EQ(row["path"], "scalar");
+      EXPECT_FALSE(row.contains("speedup_over_scalar"));
+    } else {
+      EXPECT_GT(row["speedup_over_scalar"].get<double>(), 0);
+    }
   }
 }
 
@@ -254,21 +265,62 @@ TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
   const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 bfloat16 float16 --min-seconds 0.001 --copy-mib 1 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const json b = json::parse(r.out);
-  ASSERT_EQ(b["results"].size(), 12u);  // 3 dtypes x forward/backward x in place/out of place
+  // Every path this machine runs, and the others named with the reason.
+  const auto available = circlerope::available_isas();
+  ASSERT_EQ(b["paths"].size(), available.size());
+  for (std::size_t i = 0; i < available.size(); ++i) EXPECT_EQ(b["paths"][i], circlerope::to_string(available[i]));
+  EXPECT_EQ(b["automatic"], circlerope::to_string(circlerope::automatic_isa()));
+  for (const auto& st : circlerope::isa_status())
+    if (!st.available) {
+      EXPECT_EQ(b["skipped_paths"][std::string(circlerope::to_string(st.isa))], st.reason);
+      EXPECT_THAT(r.err, HasSubstr("skipping path " + std::string(circlerope::to_string(st.isa))));
+    }
+  // paths x 3 dtypes x forward/backward x in place/out of place
+  ASSERT_EQ(b["results"].size(), 12u * available.size());
   for (const json& row : b["results"]) {
-    for (const char* key : {"dtype", "seq_len", "direction", "mode", "ms", "gbps", "copy_gbps", "fraction"})
+    for (const char* key : {"path", "dtype", "seq_len", "direction", "mode", "ms", "gbps", "copy_gbps", "baseline", "fraction"})
       EXPECT_TRUE(row.contains(key)) << key;
     EXPECT_GT(row["ms"].get<double>(), 0);
     // the median of per-round ratios: close to, not equal to, the ratio of the medians
     EXPECT_GT(row["fraction"].get<double>(), 0);
     EXPECT_GT(row["copy_gbps"].get<double>(), 0);
     EXPECT_EQ(row["seq_len"].get<int>(), 8);
+    // The fair baseline of each mode, with the figures it was chosen from.
+    if (row["mode"] == "in-place") {
+      EXPECT_EQ(row["baseline"], "in-place read-modify-write");
+      EXPECT_GT(row["read_modify_write_gbps"].get<double>(), 0);
+    } else {
+      EXPECT_THAT(row["baseline"].get<std::string>(), testing::AnyOf("memcpy", "streaming copy"));
+      EXPECT_GT(row["memcpy_gbps"].get<double>(), 0);
+      EXPECT_GT(row["streaming_copy_gbps"].get<double>(), 0);
+    }
   }
   EXPECT_GT(b["copy_gbps"].get<double>(), 0);
 }
 
+TEST_F(Cli, BenchRotaryForcedMissingPathIsAOneLineError) {
+  bool tested = false;
+  for (const auto& st : circlerope::isa_status())
+    if (!st.available) {
+      const std::string name(circlerope::to_string(st.isa));
+      expect_rejected(run("bench rotary --seq-lens 8 --path " + name), "code path '" + name + "' is not available: " + st.reason);
+      tested = true;
+    }
+  if (!tested) GTEST_SKIP() << "every path runs on this machine";
+}
+
+TEST_F(Cli, CheckNamesThePathsItSkipped) {
+  const Outcome r = run("check --seed 5 --rounds 1");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const auto& st : circlerope::isa_status()) {
+    const std::string name(circlerope::to_string(st.isa));
+    if (st.available) EXPECT_THAT(r.out, HasSubstr("  " + name + " ")) << "a table row for " << name;
+    else EXPECT_THAT(r.out, HasSubstr("path " + name + " SKIPPED, not checked: " + st.reason));
+  }
+}
+
 TEST_F(Cli, BenchRotaryPlotsOneBarPerRow) {
-  const Outcome r = run("bench rotary --seq-lens 8 --dtypes bfloat16 --min-seconds 0.001 --copy-mib 1 --plot bars.svg");
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes bfloat16 --min-seconds 0.001 --copy-mib 1 --path automatic --plot bars.svg");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string svg = slurp(dir_ / "bars.svg");
   EXPECT_THAT(svg, HasSubstr("</svg>"));

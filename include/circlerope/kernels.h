@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,11 +41,18 @@ inline constexpr int kMaxThreads = 1024;
 enum class DType { float32, bfloat16, float16 };
 enum class Pairing { neox, gptj };
 enum class Direction { forward, backward };
-// Code paths. `automatic` picks the best one this CPU runs; the others force one
-// (tests and `circlerope check` run each). Forcing a path the CPU lacks is an error.
-// There is no AVX-512 path: AVX2 reaches 68-132% of the measured copy bandwidth (README),
-// and the build machine has no AVX-512, so such a path would ship untested.
-enum class Isa { automatic, portable, avx2 };
+// Code paths, one template algorithm (src/cpu/kernel_impl.h) over per-ISA vector primitives
+// (src/cpu/simd.h), each compiled with its own flags and chosen at run time:
+//   portable    baseline ISA, 8-lane vectors for fp32 (any CPU)
+//   avx2        AVX2 + FMA + F16C, the 16-lane algorithm on two 256-bit halves
+//   avx512      AVX-512 F + BW + VL: the same algorithm in 512-bit registers, masked tails
+//   avx512bf16  avx512 with bf16 outputs rounded by VCVTNE2PS2BF16 (AVX512_BF16)
+// A path is available when CPUID and XGETBV say the CPU has it and the OS saves its register
+// state, and (for the AVX-512 paths) a known-answer comparison with avx2 passed on this CPU.
+// `automatic` picks avx512, else avx2, else portable; it never picks avx512bf16, whose bf16
+// conversion no machine available to this project could execute (force it to use it).
+// Forcing a path that is not available is an error naming the reason.
+enum class Isa { automatic, portable, avx2, avx512, avx512bf16 };
 
 std::string_view to_string(DType v);
 std::string_view to_string(Pairing v);
@@ -52,11 +60,22 @@ std::string_view to_string(Direction v);
 std::string_view to_string(Isa v);
 DType parse_dtype(std::string_view text);      // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16"
 Pairing parse_pairing(std::string_view text);  // "neox", "gptj"
-Isa parse_isa(std::string_view text);          // "automatic", "portable", "avx2"
+Isa parse_isa(std::string_view text);          // "automatic", "portable", "avx2", "avx512", "avx512bf16"
 std::size_t dtype_size(DType v);
 
-// Paths compiled into this build that this CPU can run, portable first, best last.
+// Paths this CPU runs, portable first, in the order above (the last is not always what
+// `automatic` picks: see automatic_isa).
 std::vector<Isa> available_isas();
+// The path `automatic` resolves to on this CPU.
+Isa automatic_isa();
+// Every path but `automatic`, in the order above, and why it is not available (empty when
+// it is): "not compiled into this build (...)", "this CPU has no AVX-512BW (...)", ...
+struct IsaStatus {
+  Isa isa = Isa::portable;
+  bool available = false;
+  std::string reason;
+};
+std::vector<IsaStatus> isa_status();
 
 // A strided view of a [batch, seq, heads, head_dim] tensor. Strides are in elements, any
 // non-negative values: contiguous [B,S,H,D] (bshd), [B,H,S,D] seen as [B,S,H,D] (bhsd), a

@@ -9,6 +9,7 @@
 
 #include "block.h"
 #include "circlerope/detail/fail.h"
+#include "positions_simd.h"
 
 namespace circlerope {
 
@@ -53,6 +54,52 @@ std::vector<double> polar_angles(int64_t hm, int64_t wm, const Centre& c, bool c
       if (mr != r && mq != q) at(mr, mq) = a - kPi;
     }
   return polar;
+}
+
+// SPEC 3 step 7: whether to shift, and by how much. An offset of 0 is "no shift at all",
+// like the reference's `if move_to_positive:`.
+bool positive_shift(const CircleConfig& config, double lowest, double& shift) {
+  const bool shift_up = config.move_to_positive == PositiveShift::automatic ||
+                        (config.move_to_positive == PositiveShift::offset && config.positive_offset != 0);
+  if (!shift_up) return false;
+  const double offset = config.move_to_positive == PositiveShift::offset ? config.positive_offset : 0.0;
+  // The reference shifts by |min|. P lies in the plane orthogonal to (1,1,1)
+  // (its components sum to 0), so min <= 0 and |min| = -min: no special case.
+  shift = std::fabs(lowest) + offset;
+  return true;
+}
+
+// The ring of one frame by a vector kernel (positions_simd.h) straight into `frame`: the same
+// steps as circle_ring, with their own atan2 and sincos, and the extremes of each axis.
+void vector_ring(int64_t hm, int64_t wm, const CircleConfig& config,
+                 void (*kernel)(detail::RingJob&), detail::FrameCoordinates& frame) {
+  const double radius = circle_radius(hm, wm, config);  // validates
+  const Centre c = grid_centre(hm, wm, config);
+  detail::RingJob job;
+  job.hm = hm;
+  job.wm = wm;
+  job.cx = c.x;
+  job.cy = c.y;
+  job.centred = config.move_to_origin;
+  job.radius = radius;
+  job.alpha = config.alpha;
+  job.beta = config.dff_rate;
+  job.t = frame.t.data();
+  job.h = frame.h.data();
+  job.w = frame.w.data();
+  kernel(job);
+  double shift = 0;
+  if (positive_shift(config, job.lowest, shift)) {
+    for (double& v : frame.t) v += shift;
+    for (double& v : frame.h) v += shift;
+    for (double& v : frame.w) v += shift;
+    for (int a = 0; a < 3; ++a) {  // rounding is monotone: the extremes of the shifted values
+      job.min[a] += shift;
+      job.max[a] += shift;
+    }
+  }
+  frame.min = {job.min[0], job.min[1], job.min[2]};
+  frame.max = {job.max[0], job.max[1], job.max[2]};
 }
 
 }  // namespace
@@ -107,15 +154,8 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
     out[j] = {pz, py, px};  // step 8: t <- z, h <- y, w <- x
     lowest = std::min({lowest, px, py, pz});
   }
-  // step 7; an offset of 0 is "no shift at all", like the reference's `if move_to_positive:`
-  const bool shift_up = config.move_to_positive == PositiveShift::automatic ||
-                        (config.move_to_positive == PositiveShift::offset && config.positive_offset != 0);
-  if (shift_up) {
-    const double offset =
-        config.move_to_positive == PositiveShift::offset ? config.positive_offset : 0.0;
-    // The reference shifts by |min|. P lies in the plane orthogonal to (1,1,1)
-    // (its components sum to 0), so min <= 0 and |min| = -min: no special case.
-    const double shift = std::fabs(lowest) + offset;
+  double shift = 0;
+  if (positive_shift(config, lowest, shift)) {
     for (AxisTriple& p : out) {
       p.t += shift;
       p.h += shift;
@@ -158,7 +198,11 @@ FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t
         }
       break;
     case Scheme::circle: {
-      const std::vector<AxisTriple> ring = circle_ring(hm, wm, geometry.circle);
+      if (const auto kernel = positions_kernels().ring) {
+        vector_ring(hm, wm, geometry.circle, kernel, frame);
+        return frame;  // extremes included
+      }
+      const std::vector<AxisTriple> ring = circle_ring(hm, wm, geometry.circle);  // reference
       for (size_t j = 0; j < n; ++j) {
         frame.t[j] = ring[j].t;
         frame.h[j] = ring[j].h;

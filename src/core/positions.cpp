@@ -15,6 +15,7 @@
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
 #include "circlerope/detail/fail.h"
+#include "positions_simd.h"
 
 namespace circlerope {
 
@@ -65,7 +66,7 @@ struct RowOut {
 class Placer {
  public:
   Placer(const Geometry& geometry, const VisionConfig& vision)
-      : geometry_(geometry), vision_(vision) {}
+      : geometry_(geometry), vision_(vision), kernels_(detail::positions_kernels()) {}
 
   // Writes the row's unmasked positions; returns the rope delta (SPEC 1; Compat in
   // positions.h for the transformers behaviours). `padded`: the row has masked tokens. With
@@ -79,8 +80,7 @@ class Placer {
     int64_t k = 0;
     const bool write = out.t != nullptr;
     for (const Chunk& chunk : chunks) {
-      for (int64_t i = 0; write && i < chunk.text; ++i)
-        out.t[k + i] = out.h[k + i] = out.w[k + i] = static_cast<float>(next + static_cast<double>(i));
+      if (write) kernels_.place_text(next, chunk.text, out.t + k, out.h + k, out.w + k);
       if (out.token_block) std::fill_n(out.token_block + k, chunk.text, kTextToken);
       k += chunk.text;
       if (chunk.text > 0) {
@@ -146,12 +146,9 @@ class Placer {
       const AxisTriple o = detail::frame_offset(geometry_.scheme, f, cells, tau);
       const double bt = anchor + o.t, bh = anchor + o.h, bw = anchor + o.w;
       if (out.t) {
-        float* t = out.t + k;
-        float* h = out.h + k;
-        float* w = out.w + k;
-        for (int64_t j = 0; j < cells; ++j) t[j] = static_cast<float>(bt + pt[j]);
-        for (int64_t j = 0; j < cells; ++j) h[j] = static_cast<float>(bh + ph[j]);
-        for (int64_t j = 0; j < cells; ++j) w[j] = static_cast<float>(bw + pw[j]);
+        kernels_.place_cells(pt, bt, out.t + k, cells);
+        kernels_.place_cells(ph, bh, out.h + k, cells);
+        kernels_.place_cells(pw, bw, out.w + k, cells);
       }
       high = std::max({high, bt + coords.max.t, bh + coords.max.h, bw + coords.max.w});
       low = std::min({low, bt + coords.min.t, bh + coords.min.h, bw + coords.min.w});
@@ -167,6 +164,7 @@ class Placer {
 
   const Geometry& geometry_;
   const VisionConfig& vision_;
+  const detail::PositionsKernels& kernels_;
   bool text_only_batch_ = false;
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
@@ -176,7 +174,7 @@ class Placer {
 class RowSplitter {
  public:
   RowSplitter(const RopeIndexInput& input, const VisionConfig& vision)
-      : input_(input), vision_(vision) {}
+      : input_(input), vision_(vision), kernels_(detail::positions_kernels()) {}
 
   // `ids`: the row's unmasked tokens, contiguous; `real`: their padded indices
   // (nullptr: identity), only used in messages.
@@ -190,9 +188,12 @@ class RowSplitter {
     const int64_t lowest = std::min({start, image, video});
     const uint64_t span = static_cast<uint64_t>(std::max({start, image, video})) - static_cast<uint64_t>(lowest);
     int64_t text_start = 0, block_in_row = 0;
-    for (int64_t k = 0; k < n; ++k) {
+    // The scan jumps to the next token in the range (positions_simd.h): a plain loop, or 16 ids
+    // per vector test.
+    const auto scan = kernels_.scan;
+    for (int64_t k = scan(ids, 0, n, static_cast<uint64_t>(lowest), span); k < n;
+         k = scan(ids, k + 1, n, static_cast<uint64_t>(lowest), span)) {
       const int64_t tok = ids[k];
-      if (static_cast<uint64_t>(tok) - static_cast<uint64_t>(lowest) > span) continue;  // wraps, no UB
       if (tok != start && tok != image && tok != video) continue;
       const bool opens = tok == start && k + 1 < n && (ids[k + 1] == image || ids[k + 1] == video);
       if (!opens) {
@@ -205,8 +206,7 @@ class RowSplitter {
       chunk.text = k + 1 - text_start;  // the vision start marker is text
       const int64_t needed = chunk.t * chunk.hm * chunk.wm;
       const int64_t vision_token = is_video ? video : image;
-      int64_t run = 1;
-      while (k + 1 + run < n && ids[k + 1 + run] == vision_token) ++run;
+      const int64_t run = kernels_.run_end(ids, k + 2, n, vision_token) - (k + 1);
       if (run != needed)
         fail(grid_name(is_video, chunk.grid_index), " needs ", needed, " ", kind_name(is_video),
              " tokens after the vision start at row ", row, ", position ", where(k), ", but ", run,
@@ -270,6 +270,7 @@ class RowSplitter {
 
   const RopeIndexInput& input_;
   const VisionConfig& vision_;
+  const detail::PositionsKernels& kernels_;
   int64_t images_used_ = 0, videos_used_ = 0;
 };
 

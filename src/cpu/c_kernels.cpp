@@ -24,13 +24,14 @@ using detail::checked_enum;
 using detail::to_cpp;
 
 static_assert(static_cast<int>(Isa::automatic) == CRP_ISA_AUTOMATIC && static_cast<int>(Isa::portable) == CRP_ISA_PORTABLE &&
-                  static_cast<int>(Isa::avx2) == CRP_ISA_AVX2,
+                  static_cast<int>(Isa::avx2) == CRP_ISA_AVX2 && static_cast<int>(Isa::avx512) == CRP_ISA_AVX512 &&
+                  static_cast<int>(Isa::avx512bf16) == CRP_ISA_AVX512BF16,
               "crp_isa values are cast to circlerope::Isa");
 static_assert(CRP_MAX_THREADS == kMaxThreads, "the C header states the kernels' limit");
 
-// Isa values a C caller may pass: automatic, portable, avx2 (kernels.h; a path added there
-// is added here and to crp_isa).
-constexpr int kIsaCount = static_cast<int>(Isa::avx2) + 1;
+// Isa values a C caller may pass: automatic .. avx512bf16 (kernels.h; a path added there is
+// added here and to crp_isa).
+constexpr int kIsaCount = static_cast<int>(Isa::avx512bf16) + 1;
 
 void rotate_targets(const RotaryTableView& table, const crp_head_tensor* in, const crp_head_tensor* out, int count,
                     const crp_rotate_params* c_params) {

@@ -2,20 +2,19 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <ostream>
 #include <string>
 
-#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-#include <cpuid.h>
-#endif
-
+#include "circlerope/detail/cpu_features.h"
 #include "check.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
 #include "overlap.h"
 #include "parallel.h"
+#include "self_test.h"
 
 namespace circlerope {
 
@@ -41,6 +40,8 @@ std::string_view to_string(Isa v) {
     case Isa::automatic: return "automatic";
     case Isa::portable: return "portable";
     case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+    case Isa::avx512bf16: return "avx512bf16";
   }
   return "?";
 }
@@ -59,52 +60,81 @@ Pairing parse_pairing(std::string_view text) {
 }
 
 Isa parse_isa(std::string_view text) {
-  for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2})
+  for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16})
     if (text == to_string(isa)) return isa;
-  fail("unknown code path ", detail::quoted(text), " (expected automatic, portable or avx2)");
+  fail("unknown code path ", detail::quoted(text), " (expected automatic, portable, avx2, avx512 or avx512bf16)");
 }
 
 std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }
 
 namespace {
 
-#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-// AVX2 + FMA + F16C, and an OS that saves the ymm registers (XGETBV bits 1 and 2). Asked
-// through CPUID directly: clang 14's __builtin_cpu_supports does not know "f16c".
-bool x86_has_avx2_fma_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28),
-             f16c = ecx & (1u << 29);
-  if (!(fma && osxsave && avx && f16c)) return false;
-  unsigned xcr0_lo = 0, xcr0_hi = 0;
-  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  if ((xcr0_lo & 6u) != 6u) return false;  // xmm and ymm state enabled by the OS
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  return ebx & (1u << 5);  // AVX2
-}
-#endif
+constexpr Isa kPaths[] = {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16};
 
-bool cpu_has(Isa isa) {
+// What this CPU and build offer, decided once per process: CPUID and XGETBV, then for the
+// AVX-512 paths the known-answer comparison with avx2 (self_test.h), so that code this
+// project could only run under an emulator never touches user data on a CPU where it
+// disagrees with avx2.
+struct PathTable {
+  bool available[std::size(kPaths)] = {};
+  std::string reason[std::size(kPaths)];
+  Isa automatic = Isa::portable;
+};
+
+std::size_t index_of(Isa isa) {
+  for (std::size_t i = 0; i < std::size(kPaths); ++i)
+    if (kPaths[i] == isa) return i;
+  return 0;
+}
+
+PathTable probe_paths() {
+  PathTable t;
+  t.available[index_of(Isa::portable)] = true;
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-  switch (isa) {
-    case Isa::avx2: {
-      static const bool has = x86_has_avx2_fma_f16c();  // CPUID traps to the hypervisor in a VM
-      return has;
+  const detail::CpuFeatures cpu = detail::detect_cpu_features();
+  auto set = [&](Isa isa, bool ok, const char* missing) {
+    t.available[index_of(isa)] = ok;
+    if (!ok) t.reason[index_of(isa)] = std::string("this CPU or OS lacks it: ") + missing;
+  };
+  set(Isa::avx2, cpu.avx2, cpu.avx2_missing);
+  set(Isa::avx512, cpu.avx512, cpu.avx512_missing);
+  set(Isa::avx512bf16, cpu.avx512_bf16, cpu.avx512_bf16_missing);
+  struct Checked {
+    Isa isa;
+    cpu::RangeKernel (*range)();
+    cpu::TableKernel (*table)();
+  };
+  const Checked checked[] = {{Isa::avx512, &cpu::range_kernel_avx512, &cpu::table_kernel_avx512},
+                             {Isa::avx512bf16, &cpu::range_kernel_avx512bf16, &cpu::table_kernel_avx512bf16}};
+  for (const auto& [isa, range, table] : checked)
+    if (t.available[index_of(isa)] && !(cpu::kernels_agree(range(), cpu::range_kernel_avx2()) &&
+                                        cpu::tables_agree(table(), cpu::table_kernel_avx2()))) {
+      t.available[index_of(isa)] = false;
+      t.reason[index_of(isa)] = "its known-answer comparison with avx2 failed on this CPU";
     }
-    default: break;
-  }
+  t.automatic = t.available[index_of(Isa::avx512)] ? Isa::avx512
+                : t.available[index_of(Isa::avx2)] ? Isa::avx2
+                                                   : Isa::portable;
+#else
+  for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512bf16})
+    t.reason[index_of(isa)] = "not compiled into this build (x86-64 only)";
+#include "check.h"
 #endif
-  return isa == Isa::portable;
+  return t;
+}
+
+// Asked on every rotate call (once per layer when decoding): probed once, then a lookup.
+const PathTable& paths() {
+  static const PathTable table = probe_paths();
+  return table;
 }
 
 Isa resolve_isa(Isa isa) {
-  // Asked on every rotate call (once per layer when decoding): decide the best path once
-  // instead of building available_isas() and querying CPUID each time.
-  static const Isa best = cpu_has(Isa::avx2) ? Isa::avx2 : Isa::portable;
-  if (isa == Isa::automatic) return best;
-  if (!cpu_has(isa))
-    fail("code path '", to_string(isa), "' is not available on this CPU or in this build");
+  const PathTable& t = paths();
+  if (isa == Isa::automatic) return t.automatic;
+  const std::size_t i = index_of(isa);
+  if (!t.available[i])
+    fail("code path '", to_string(isa), "' is not available: ", t.reason[i]);
   return isa;
 }
 
@@ -186,29 +216,42 @@ void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... 
 namespace cpu {
 
 RangeKernel range_kernel(Isa isa) {
+  switch (resolve_isa(isa)) {
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-  if (resolve_isa(isa) == Isa::avx2) return range_kernel_avx2();
-#else
-  resolve_isa(isa);
+    case Isa::avx2: return range_kernel_avx2();
+    case Isa::avx512: return range_kernel_avx512();
+    case Isa::avx512bf16: return range_kernel_avx512bf16();
 #endif
-  return range_kernel_portable();
+    default: return range_kernel_portable();
+  }
 }
 
 TableKernel table_kernel(Isa isa) {
+  switch (resolve_isa(isa)) {
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-  if (resolve_isa(isa) == Isa::avx2) return table_kernel_avx2();
-#else
-  resolve_isa(isa);
+    case Isa::avx2: return table_kernel_avx2();
+    case Isa::avx512: return table_kernel_avx512();
+    case Isa::avx512bf16: return table_kernel_avx512bf16();
 #endif
-  return table_kernel_portable();
+    default: return table_kernel_portable();
+  }
 }
 
 }  // namespace cpu
 
 std::vector<Isa> available_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::portable, Isa::avx2})
-    if (cpu_has(isa)) out.push_back(isa);
+  for (std::size_t i = 0; i < std::size(kPaths); ++i)
+    if (paths().available[i]) out.push_back(kPaths[i]);
+  return out;
+}
+
+Isa automatic_isa() { return paths().automatic; }
+
+std::vector<IsaStatus> isa_status() {
+  std::vector<IsaStatus> out;
+  for (std::size_t i = 0; i < std::size(kPaths); ++i)
+    out.push_back({kPaths[i], paths().available[i], paths().reason[i]});
   return out;
 }
 

@@ -54,6 +54,10 @@ TableKernel table_kernel_portable();
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
 RangeKernel range_kernel_avx2();
 TableKernel table_kernel_avx2();
+RangeKernel range_kernel_avx512();
+TableKernel table_kernel_avx512();
+RangeKernel range_kernel_avx512bf16();
+TableKernel table_kernel_avx512bf16();
 #endif
 
 // The kernels of a code path (dispatch.cpp); throws Error if this CPU cannot run it.

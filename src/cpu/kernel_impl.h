@@ -1,12 +1,16 @@
-// Internal: the rotation kernel, one template source. Each kernel_<isa>.cpp includes it once,
-// compiled with that ISA's flags (no -march=native anywhere), so the vector code is the
-// compiler's for that ISA and the scalar semantics are identical on every path.
+// Internal: the rotation kernel, one template source over the vector backends of simd.h.
+// Each kernel_<isa>.cpp includes it once, compiled with that ISA's flags (no -march=native
+// anywhere) and instantiates it with its backend, so every path runs this one algorithm.
 //
 // Two ways through a row (one head of one token):
-//  - the vector path (contiguous rows, D/2 a multiple of 8): 8-lane loads that widen to
-//    fp32, the rotation, rounding stores (streaming for large out-of-place outputs);
-//  - the staged path (any dim stride or size): load and widen into a stack buffer, rotate
-//    in fp32, round and store, which keeps the arithmetic loop free of aliasing.
+//  - the vector path (contiguous rows, any rotary dim): L-lane loads that widen to fp32,
+//    the rotation, rounding stores (streaming for large out-of-place outputs); the last
+//    partial vector of a row is read and written under a lane mask, never past the row;
+//  - the staged path (a dim stride other than 1): load and widen into a stack buffer,
+//    rotate in fp32, round and store, which keeps the arithmetic loop free of aliasing.
+// Both round the same way: y0 = x0 c - (x1 s) and y1 = x1 c + (x0 s), the product in
+// parentheses rounded once and the rest fused (on paths with FMA), so every layout, stride
+// and FMA path gives the same bits (RotaryPaths tests hold them to that).
 // The table row (cos then sin, D/2 each) is read from cache: a thread walks a tile of
 // tokens and rotates every head of every target within it. The table itself is built by
 // table_range below, compiled per ISA the same way.
@@ -18,183 +22,58 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__F16C__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "convert.h"
 #include "kernel.h"
+#include "simd.h"
 
 // Everything below has internal linkage: see convert.h.
 namespace circlerope::cpu {
 namespace {
 
-struct F32 { using Storage = float; };
-struct BF16 { using Storage = std::uint16_t; };
-struct F16 { using Storage = std::uint16_t; };
-
-// ---- eight lanes at a time -----------------------------------------------------------------
-// Eight lanes as GCC vector extensions: SSE pairs on the portable path, one ymm register on
-// AVX2. No staging: each step loads both halves of its pairs before storing either, and
-// steps touch disjoint elements, so in place is safe.
-using V8F = float __attribute__((vector_size(32)));
-using V8U = std::uint32_t __attribute__((vector_size(32)));
-using V8I = std::int32_t __attribute__((vector_size(32)));
-using V8H = std::uint16_t __attribute__((vector_size(16)));
-
-inline V8F load8f(const float* p) {
-  V8F v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+// One rotation pair in scalar code, rounded as the vector backends round it.
+template <bool kFma>
+inline float rotate_first(float x0, float x1, float c, float s) {  // x0 c - x1 s
+  const float p = x1 * s;
+  if constexpr (kFma) return __builtin_fmaf(x0, c, -p);
+  else return x0 * c - p;
+}
+template <bool kFma>
+inline float rotate_second(float x0, float x1, float c, float s) {  // x1 c + x0 s
+  const float p = x0 * s;
+  if constexpr (kFma) return __builtin_fmaf(x1, c, p);
+  else return x1 * c + p;
 }
 
-template <class T>
-inline V8F load8(const typename T::Storage* p) {
-  if constexpr (std::is_same_v<T, F32>) {
-    return load8f(p);
-  } else if constexpr (std::is_same_v<T, BF16>) {
-#if defined(__AVX2__)  // one widening load and a shift (GCC splits the generic form in two)
-    return reinterpret_cast<V8F>(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-#else
-    V8H h;
-    std::memcpy(&h, p, sizeof h);
-    return reinterpret_cast<V8F>(__builtin_convertvector(h, V8U) << 16);
-#endif
-  } else {
-#if defined(__F16C__)
-    return reinterpret_cast<V8F>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#else
-    V8F v;
-    for (int i = 0; i < 8; ++i) v[i] = f16_to_float(p[i]);
-    return v;
-#endif
-  }
-}
-
-template <class T, bool kStream = false>
-inline void store8(typename T::Storage* p, V8F v) {
-#if defined(__AVX2__)
-  if constexpr (kStream) {
-    if constexpr (std::is_same_v<T, F32>) {
-      const __m256 m = reinterpret_cast<__m256>(v);
-      _mm_stream_ps(p, _mm256_castps256_ps128(m));
-      _mm_stream_ps(p + 4, _mm256_extractf128_ps(m, 1));
-    } else if constexpr (std::is_same_v<T, BF16>) {
-      const V8U u = reinterpret_cast<V8U>(v);
-      const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-      const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
-    } else {
-      _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
-    }
-    return;
-  }
-#endif
-  if constexpr (std::is_same_v<T, F32>) {
-    std::memcpy(p, &v, sizeof v);
-  } else if constexpr (std::is_same_v<T, BF16>) {
-    // float_to_bf16 (convert.h), eight lanes at a time, without its NaN guard: here every
-    // NaN comes from a bf16 input (low 16 bits zero; arithmetic keeps the payload) or is
-    // the hardware's default NaN (low bits zero too), the table holds no NaN, so adding
-    // the rounding bias can never carry out of a NaN's low half. Saves 4 of ~13 ops per
-    // 8 lanes on the path where bf16 is compute-bound (RotaryNonFinite tests NaN inputs).
-    const V8U u = reinterpret_cast<V8U>(v);
-    const V8U out = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-#if defined(__AVX2__)  // every lane fits 16 bits: pack without masking, then join the halves
-    const __m256i packed = _mm256_packus_epi32(reinterpret_cast<__m256i>(out), reinterpret_cast<__m256i>(out));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
-#else
-    const V8H h = __builtin_convertvector(out, V8H);
-    std::memcpy(p, &h, sizeof h);
-#endif
-  } else {
-#if defined(__F16C__)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
-#else
-    for (int i = 0; i < 8; ++i) p[i] = float_to_f16(v[i]);
-#endif
-  }
-}
-
-// Sixteen consecutive outputs. For bf16 on AVX2 one pack and one lane fix-up serve both
-// halves (store8 needs one of each per eight lanes).
-template <class T, bool kStream>
-inline void store16(typename T::Storage* p, V8F a, V8F b) {
-#if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, BF16>) {
-    const V8U ua = reinterpret_cast<V8U>(a), ub = reinterpret_cast<V8U>(b);
-    const V8U ra = (ua + 0x7FFFu + ((ua >> 16) & 1u)) >> 16;  // see store8
-    const V8U rb = (ub + 0x7FFFu + ((ub >> 16) & 1u)) >> 16;
-    const __m256i packed = _mm256_permute4x64_epi64(
-        _mm256_packus_epi32(reinterpret_cast<__m256i>(ra), reinterpret_cast<__m256i>(rb)), 0xD8);
-    auto* q = reinterpret_cast<__m128i*>(p);
-    if constexpr (kStream) {  // rows are 16-byte aligned, not necessarily 32
-      _mm_stream_si128(q, _mm256_castsi256_si128(packed));
-      _mm_stream_si128(q + 1, _mm256_extracti128_si256(packed, 1));
-    } else {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
-    }
-    return;
-  }
-#endif
-  store8<T, kStream>(p, a);
-  store8<T, kStream>(p + 8, b);
-}
-
-
-template <class T>
-inline float widen(typename T::Storage v) {
-  if constexpr (std::is_same_v<T, F32>) return v;
-  else if constexpr (std::is_same_v<T, BF16>) return bf16_to_float(v);
-  else return f16_to_float(v);
-}
-
-template <class T>
-inline typename T::Storage narrow(float v) {
-  if constexpr (std::is_same_v<T, F32>) return v;
-  else if constexpr (std::is_same_v<T, BF16>) return float_to_bf16(v);
-  else return float_to_f16(v);
-}
-
-// Staged rows: the contiguous case is its own loop so that it vectorises; fp16 with F16C
-// converts eight at a time in hardware.
-template <class T>
+// ---- the staged path ----------------------------------------------------------------------
+// A row of any dim stride through stack buffers; the contiguous side (if any) converts whole
+// vectors with the backend, the rest one element at a time.
+template <class V, class T>
 inline void load_row(const typename T::Storage* x, std::int64_t stride, float* a, int n) {
   int i = 0;
   if (stride != 1) {
     for (; i < n; ++i) a[i] = widen<T>(x[i * stride]);
     return;
   }
-#if defined(__F16C__)
-  if constexpr (std::is_same_v<T, F16>)
-    for (; i + 8 <= n; i += 8) {
-      const V8F v = load8<T>(x + i);
-      std::memcpy(a + i, &v, sizeof v);
-    }
-#endif
+  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32>)
+    for (; i + V::kLanes <= n; i += V::kLanes) V::template store<F32>(a + i, V::template load<T>(x + i));
   for (; i < n; ++i) a[i] = widen<T>(x[i]);
 }
 
-template <class T>
+template <class V, class T>
 inline void store_row(const float* r, typename T::Storage* y, std::int64_t stride, int n) {
   int i = 0;
   if (stride != 1) {
     for (; i < n; ++i) y[i * stride] = narrow<T>(r[i]);
     return;
   }
-#if defined(__F16C__)
-  if constexpr (std::is_same_v<T, F16>)
-    for (; i + 8 <= n; i += 8) store8<T>(y + i, load8f(r + i));
-#endif
+  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32>)
+    for (; i + V::kLanes <= n; i += V::kLanes) V::template store<T>(y + i, V::load(r + i));
   for (; i < n; ++i) y[i] = narrow<T>(r[i]);
 }
 
 // fp32 rotation of one staged row, rounded into storage T (T = F32 writes floats).
 // neox pairs (i, i + half), gptj pairs (2i, 2i + 1).
-template <class T, Pairing P, bool kBackward>
+template <class T, Pairing P, bool kBackward, bool kFma>
 inline void rotate_into(const float* __restrict a, typename T::Storage* __restrict y,
                         const float* __restrict cosv, const float* __restrict sinv, int half) {
   for (int i = 0; i < half; ++i) {
@@ -204,12 +83,12 @@ inline void rotate_into(const float* __restrict a, typename T::Storage* __restri
     const int i1 = P == Pairing::neox ? i + half : 2 * i + 1;
     const float x0 = a[i0];
     const float x1 = a[i1];
-    y[i0] = narrow<T>(x0 * c - x1 * s);
-    y[i1] = narrow<T>(x1 * c + x0 * s);
+    y[i0] = narrow<T>(rotate_first<kFma>(x0, x1, c, s));
+    y[i1] = narrow<T>(rotate_second<kFma>(x0, x1, c, s));
   }
 }
 
-template <class T, Pairing P, bool kBackward>
+template <class V, class T, Pairing P, bool kBackward>
 inline void rotate_row(const TargetJob& t, const float* table_row, int half,
                        const typename T::Storage* x, typename T::Storage* y) {
   // The second buffer starts 64 bytes past a 4 KiB multiple from the first: loads from one
@@ -217,14 +96,14 @@ inline void rotate_row(const TargetJob& t, const float* table_row, int half,
   alignas(64) float a[kMaxRotaryDim + 16];
   alignas(64) float r[kMaxRotaryDim];
   const int rot = 2 * half;
-  load_row<T>(x, t.in_stride[3], a, rot);
+  load_row<V, T>(x, t.in_stride[3], a, rot);
   if (!std::is_same_v<T, F16> && t.out_stride[3] == 1) {
     // fp32 and bf16, contiguous: rotate and round straight into the output (fp16 goes
-    // through `r` so that F16C converts eight at a time).
-    rotate_into<T, P, kBackward>(a, y, table_row, table_row + half, half);
+    // through `r` so that the backend converts whole vectors).
+    rotate_into<T, P, kBackward, V::kFma>(a, y, table_row, table_row + half, half);
   } else {
-    rotate_into<F32, P, kBackward>(a, r, table_row, table_row + half, half);
-    store_row<T>(r, y, t.out_stride[3], rot);
+    rotate_into<F32, P, kBackward, V::kFma>(a, r, table_row, table_row + half, half);
+    store_row<V, T>(r, y, t.out_stride[3], rot);
   }
   if (!t.in_place) {  // the rest of the head passes through
     for (std::int64_t d = rot; d < t.head_dim; ++d) y[d * t.out_stride[3]] = x[d * t.in_stride[3]];
@@ -295,42 +174,79 @@ inline void table_range(const TableJob& job, std::int64_t begin, std::int64_t en
   }
 }
 
-// ---- the fast path: rows of whole vectors (helpers above) ------------------------------
-template <class T, Pairing P, bool kBackward, bool kStream = false>
+// ---- the vector path: rows of contiguous elements ---------------------------------------
+// In place is safe without staging: each step loads both elements of its pairs before
+// storing either, and steps touch disjoint elements.
+template <class V, class T, Pairing P, bool kBackward, bool kStream>
 inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
                             const typename T::Storage* x, typename T::Storage* y) {
-  auto sine = [&](int i) { return kBackward ? -load8f(sinv + i) : load8f(sinv + i); };
+  using Vec = typename V::Vec;
+  using S = typename T::Storage;
+  constexpr int L = V::kLanes;
+  auto sine = [](Vec s) {
+    if constexpr (kBackward) return V::neg(s);
+    else return s;
+  };
+  auto put = [](S* p, Vec v) {
+    if constexpr (kStream) V::template stream1<T>(p, v);
+    else V::template store<T>(p, v);
+  };
+  auto put2 = [](S* p, Vec a, Vec b) {
+    if constexpr (kStream) V::template stream2<T>(p, a, b);
+    else V::template store2<T>(p, a, b);
+  };
+  // y0 = x0 c - (x1 s), y1 = x1 c + (x0 s): see rotate_first / rotate_second.
+  auto first = [](Vec x0, Vec x1, Vec c, Vec s) { return V::fmsub(x0, c, V::mul(x1, s)); };
+  auto second = [](Vec x0, Vec x1, Vec c, Vec s) { return V::fmadd(x1, c, V::mul(x0, s)); };
   if constexpr (P == Pairing::neox) {
     int i = 0;
-    for (; i + 16 <= half; i += 16) {
-      const V8F c0 = load8f(cosv + i), c1 = load8f(cosv + i + 8);
-      const V8F s0 = sine(i), s1 = sine(i + 8);
-      const V8F a0 = load8<T>(x + i), a1 = load8<T>(x + i + 8);
-      const V8F b0 = load8<T>(x + i + half), b1 = load8<T>(x + i + half + 8);
-      store16<T, kStream>(y + i, a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
-      store16<T, kStream>(y + i + half, b0 * c0 + a0 * s0, b1 * c1 + a1 * s1);
+    if constexpr (V::kUnroll2) {
+      for (; i + 2 * L <= half; i += 2 * L) {
+        const Vec c0 = V::load(cosv + i), c1 = V::load(cosv + i + L);
+        const Vec s0 = sine(V::load(sinv + i)), s1 = sine(V::load(sinv + i + L));
+        const Vec a0 = V::template load<T>(x + i), a1 = V::template load<T>(x + i + L);
+        const Vec b0 = V::template load<T>(x + half + i), b1 = V::template load<T>(x + half + i + L);
+        put2(y + i, first(a0, b0, c0, s0), first(a1, b1, c1, s1));
+        put2(y + half + i, second(a0, b0, c0, s0), second(a1, b1, c1, s1));
+      }
     }
-    for (; i < half; i += 8) {
-      const V8F c = load8f(cosv + i), s = sine(i);
-      const V8F a = load8<T>(x + i), b = load8<T>(x + i + half);
-      store8<T, kStream>(y + i, a * c - b * s);
-      store8<T, kStream>(y + i + half, b * c + a * s);
+    for (; i + L <= half; i += L) {
+      const Vec c = V::load(cosv + i), s = sine(V::load(sinv + i));
+      const Vec a = V::template load<T>(x + i), b = V::template load<T>(x + half + i);
+      put(y + i, first(a, b, c, s));
+      put(y + half + i, second(a, b, c, s));
+    }
+    if (i < half) {  // the last 1..L-1 pairs, under a mask
+      const auto m = V::first(half - i);
+      const Vec c = V::load(cosv + i, m), s = sine(V::load(sinv + i, m));
+      const Vec a = V::template load<T>(x + i, m), b = V::template load<T>(x + half + i, m);
+      V::template store<T>(y + i, first(a, b, c, s), m);
+      V::template store<T>(y + half + i, second(a, b, c, s), m);
     }
   } else {
     // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
-    // and give sin the sign pattern (-, +): y = x * c + swap(x) * (-s, s).
-    // __builtin_shufflevector (constant lane indices): GCC >= 12 and clang both have it.
-    const V8F sign = {-1, 1, -1, 1, -1, 1, -1, 1};
-    for (int i = 0; i < half; i += 8) {
-      const V8F c = load8f(cosv + i), s = sine(i);
-      const V8F v0 = load8<T>(x + 2 * i);
-      const V8F v1 = load8<T>(x + 2 * i + 8);
-      const V8F c0 = __builtin_shufflevector(c, c, 0, 0, 1, 1, 2, 2, 3, 3);
-      const V8F c1 = __builtin_shufflevector(c, c, 4, 4, 5, 5, 6, 6, 7, 7);
-      const V8F s0 = __builtin_shufflevector(s, s, 0, 0, 1, 1, 2, 2, 3, 3) * sign;
-      const V8F s1 = __builtin_shufflevector(s, s, 4, 4, 5, 5, 6, 6, 7, 7) * sign;
-      store16<T, kStream>(y + 2 * i, v0 * c0 + __builtin_shufflevector(v0, v0, 1, 0, 3, 2, 5, 4, 7, 6) * s0,
-                          v1 * c1 + __builtin_shufflevector(v1, v1, 1, 0, 3, 2, 5, 4, 7, 6) * s1);
+    // and flip the sign of sin on the even element: y = x c + swap(x) (-s, s).
+    auto rotate_pairs = [&](Vec v, Vec c, Vec s) {
+      return V::fmadd(v, c, V::mul(V::swap_pairs(v), V::flip_even(s)));
+    };
+    int i = 0;
+    for (; i + L <= half; i += L) {  // L pairs: 2L elements
+      const Vec c = V::load(cosv + i), s = sine(V::load(sinv + i));
+      const Vec v0 = V::template load<T>(x + 2 * i), v1 = V::template load<T>(x + 2 * i + L);
+      put2(y + 2 * i, rotate_pairs(v0, V::dup_lo(c), V::dup_lo(s)),
+           rotate_pairs(v1, V::dup_hi(c), V::dup_hi(s)));
+    }
+    if (i < half) {  // the last 1..L-1 pairs: 2..2L-2 elements in one or two masked vectors
+      const int n = half - i;
+      const auto m = V::first(n);
+      const Vec c = V::load(cosv + i, m), s = sine(V::load(sinv + i, m));
+      const int n0 = 2 * n < L ? 2 * n : L, n1 = 2 * n - n0;
+      const Vec v0 = V::template load<T>(x + 2 * i, V::first(n0));
+      V::template store<T>(y + 2 * i, rotate_pairs(v0, V::dup_lo(c), V::dup_lo(s)), V::first(n0));
+      if (n1 > 0) {
+        const Vec v1 = V::template load<T>(x + 2 * i + L, V::first(n1));
+        V::template store<T>(y + 2 * i + L, rotate_pairs(v1, V::dup_hi(c), V::dup_hi(s)), V::first(n1));
+      }
     }
   }
 }
@@ -339,22 +255,13 @@ inline void rotate_row_fast(const float* cosv, const float* sinv, int half,
 // target is rotated; inside a tile the loop with the smaller stride is innermost.
 inline constexpr std::int64_t kTileTokens = 16;
 
-// The vector path pays off where the vector unit converts 16-bit storage in a few
-// instructions; with SSE2 alone the staged loop is faster for bf16 and fp16 (measured).
-template <class T>
-inline constexpr bool kVectorPath =
-#if defined(__AVX2__)
-    true;
-#else
-    std::is_same_v<T, F32>;
-#endif
-
-template <class T, Pairing P, bool kBackward>
+template <class V, class T, Pairing P, bool kBackward>
 void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   using S = typename T::Storage;
   const int half = job.half;
   const std::int64_t seq = job.seq_len;
   std::int64_t tile_b[kTileTokens], tile_s[kTileTokens];
+  bool streamed = false;
   for (std::int64_t tile = begin; tile < end; tile += kTileTokens) {
     const int count = static_cast<int>(end - tile < kTileTokens ? end - tile : kTileTokens);
     for (int k = 0; k < count; ++k) {  // one division per token, not per row
@@ -365,26 +272,32 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
       const TargetJob& t = job.targets[ti];
       const S* in = static_cast<const S*>(t.in);
       S* out = static_cast<S*>(t.out);
-      // The vector path needs contiguous rows and whole vectors.
-      const bool fast = kVectorPath<T> && t.in_stride[3] == 1 && t.out_stride[3] == 1 &&
-                        half % 8 == 0;
+      // The vector path needs contiguous rows; any rotary dim (the tail is masked).
+      const bool fast = V::template kVectorPath<T> && t.in_stride[3] == 1 && t.out_stride[3] == 1;
+      const bool stream = fast && t.stream;
+      streamed = streamed || stream;
       const bool pass_through = !t.in_place && t.head_dim > 2 * half;
-      auto row = [&](int k, std::int64_t h) {
+      // Row addresses from copies held in registers, not through the job on every row.
+      const std::int64_t ib = t.in_stride[0], is = t.in_stride[1], ih = t.in_stride[2];
+      const std::int64_t ob = t.out_stride[0], os = t.out_stride[1], oh = t.out_stride[2];
+      const float* const table = job.table;
+      auto row = [&, in, out, ib, is, ih, ob, os, oh, table](int k, std::int64_t h) {
         const std::int64_t b = tile_b[k], s = tile_s[k];
-        const S* x = in + b * t.in_stride[0] + s * t.in_stride[1] + h * t.in_stride[2];
-        S* y = out + b * t.out_stride[0] + s * t.out_stride[1] + h * t.out_stride[2];
-        const float* cs = job.table + (b * seq + s) * 2 * half;
-        if (fast) {
-          if (t.stream) rotate_row_fast<T, P, kBackward, true>(cs, cs + half, half, x, y);
-          else rotate_row_fast<T, P, kBackward>(cs, cs + half, half, x, y);
-          if (pass_through)
-            std::memcpy(y + 2 * half, x + 2 * half,
-                        static_cast<std::size_t>(t.head_dim - 2 * half) * sizeof(S));
-        } else {
-          rotate_row<T, P, kBackward>(t, cs, half, x, y);
+        const S* x = in + b * ib + s * is + h * ih;
+        S* y = out + b * ob + s * os + h * oh;
+        const float* cs = table + (b * seq + s) * 2 * half;
+        if constexpr (V::template kVectorPath<T>) {
+          if (fast) {
+            if (stream) rotate_row_fast<V, T, P, kBackward, true>(cs, cs + half, half, x, y);
+            else rotate_row_fast<V, T, P, kBackward, false>(cs, cs + half, half, x, y);
+            if (pass_through)
+              std::memcpy(y + 2 * half, x + 2 * half,
+                          static_cast<std::size_t>(t.head_dim - 2 * half) * sizeof(S));
+            return;
+          }
         }
+        rotate_row<V, T, P, kBackward>(t, cs, half, x, y);
       };
-      // Inside a tile the loop with the smaller stride is innermost.
       if (t.in_stride[2] <= t.in_stride[1]) {
         for (int k = 0; k < count; ++k)
           for (std::int64_t h = 0; h < t.heads; ++h) row(k, h);
@@ -394,28 +307,27 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
       }
     }
   }
-#if defined(__AVX2__)
-  _mm_sfence();  // streaming stores are weakly ordered: publish them before returning
-#endif
+  if (streamed) V::fence();  // streaming stores are weakly ordered: publish them first
 }
 
-template <class T>
+template <class V, class T>
 void rotate_range_dtype(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   if (job.pairing == Pairing::neox) {
-    if (job.backward) rotate_range<T, Pairing::neox, true>(job, begin, end);
-    else rotate_range<T, Pairing::neox, false>(job, begin, end);
+    if (job.backward) rotate_range<V, T, Pairing::neox, true>(job, begin, end);
+    else rotate_range<V, T, Pairing::neox, false>(job, begin, end);
   } else {
-    if (job.backward) rotate_range<T, Pairing::gptj, true>(job, begin, end);
-    else rotate_range<T, Pairing::gptj, false>(job, begin, end);
+    if (job.backward) rotate_range<V, T, Pairing::gptj, true>(job, begin, end);
+    else rotate_range<V, T, Pairing::gptj, false>(job, begin, end);
   }
 }
 
 // The one switch from run-time choices to template instances.
-inline void rotate_range_any(const KernelJob& job, std::int64_t begin, std::int64_t end) {
+template <class V>
+void rotate_range_any(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   switch (job.dtype) {
-    case DType::float32: rotate_range_dtype<F32>(job, begin, end); break;
-    case DType::bfloat16: rotate_range_dtype<BF16>(job, begin, end); break;
-    case DType::float16: rotate_range_dtype<F16>(job, begin, end); break;
+    case DType::float32: rotate_range_dtype<V, F32>(job, begin, end); break;
+    case DType::bfloat16: rotate_range_dtype<V, BF16>(job, begin, end); break;
+    case DType::float16: rotate_range_dtype<V, F16>(job, begin, end); break;
   }
 }
 

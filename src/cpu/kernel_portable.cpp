@@ -3,7 +3,7 @@
 
 namespace circlerope::cpu {
 
-RangeKernel range_kernel_portable() { return &rotate_range_any; }
+RangeKernel range_kernel_portable() { return &rotate_range_any<Generic>; }
 TableKernel table_kernel_portable() { return &table_range; }
 
 }  // namespace circlerope::cpu

@@ -1,0 +1,414 @@
+// Every code path by name (portable, avx2, avx512, avx512bf16): each test below runs once per
+// path and is SKIPPED, with the path and the reason in the message, where this machine cannot
+// run it (`ctest` lists those as skipped). The AVX-512 paths are also executed under an
+// emulator by tests/avx512_emulator (ctest avx512_emulator). Then the CPU detection that
+// decides availability, on synthetic CPUID/XGETBV values and on this CPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "circlerope/detail/cpu_features.h"
+#include "../src/cpu/kernel.h"
+#include "../src/cpu/self_test.h"
+#include "circlerope/kernels.h"
+#include "rotary_reference.h"
+
+namespace {
+
+using namespace circlerope;
+using ::testing::HasSubstr;
+namespace ref = circlerope::reference;
+
+constexpr Isa kAllPaths[] = {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16};
+
+const IsaStatus& status_of(Isa isa) {
+  static const std::vector<IsaStatus> all = isa_status();
+  for (const IsaStatus& s : all)
+    if (s.isa == isa) return s;
+  ADD_FAILURE() << "no status for " << to_string(isa);
+  return all.front();
+}
+
+class RotaryPath : public testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    const IsaStatus& s = status_of(GetParam());
+    if (!s.available)
+      GTEST_SKIP() << "path " << to_string(GetParam()) << " NOT TESTED on this machine: " << s.reason;
+  }
+  Isa isa() const { return GetParam(); }
+};
+
+std::string path_name(const testing::TestParamInfo<Isa>& info) { return std::string(to_string(info.param)); }
+
+// ---- against the float64 reference ------------------------------------------------------
+
+// The harness of `circlerope check` (NaN-filled outputs, guard elements around every view),
+// restricted to this path: every dtype x pairing x frequency layout x memory layout x
+// direction x in/out of place, with random sizes (RotaryHarness.RunCheckPassesForTwoSeeds
+// adds sequences long enough for several threads, on every available path).
+TEST_P(RotaryPath, EveryCombinationMatchesTheReference) {
+  std::mt19937_64 rng(0xA11C0DE5);
+  int cases = 0;
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
+    for (Pairing pairing : {Pairing::neox, Pairing::gptj})
+      for (FrequencyLayout layout : {FrequencyLayout::chunked, FrequencyLayout::interleaved, FrequencyLayout::single})
+        for (const char* memory : {"bshd", "bhsd", "strided", "seq-major"})
+          for (Direction direction : {Direction::forward, Direction::backward})
+            for (bool in_place : {false, true}) {
+              ref::CheckCase c{isa(), dtype, pairing, layout, memory, direction, in_place};
+              c.head_dim = 2 + 2 * static_cast<std::int64_t>(rng() % 128);
+              c.rotary_dim = rng() % 2 ? static_cast<int>(c.head_dim)
+                                       : 2 + 2 * static_cast<int>(rng() % static_cast<std::uint64_t>(c.head_dim / 2));
+              c.batch = 1 + static_cast<std::int64_t>(rng() % 2);
+              c.seq = 1 + static_cast<std::int64_t>(rng() % 40);  // odd and even token counts
+              c.q_heads = 1 + static_cast<std::int64_t>(rng() % 4);
+              c.k_heads = 1 + static_cast<std::int64_t>(rng() % 2);
+              const ref::CheckResult r = ref::check_case(c, rng());
+              ++cases;
+              EXPECT_TRUE(r.pass()) << r.describe();
+            }
+  EXPECT_EQ(cases, 3 * 2 * 3 * 4 * 2 * 2);
+}
+
+// Every rotary dim 2..256 (every masked tail of both pairings: D/2 mod 16 takes every value)
+// in contiguous rows, and the same in dim-stride-2 rows (the staged path), each dtype.
+TEST_P(RotaryPath, EveryRotaryDimAndTailMatchesTheReference) {
+  std::mt19937_64 rng(0x7A115);
+  for (int rot = 2; rot <= 256; rot += 2)
+    for (const char* memory : {"bshd", "strided"}) {
+      ref::CheckCase c;
+      c.isa = isa();
+      c.dtype = static_cast<DType>(rot / 2 % 3);
+      c.pairing = rot / 2 % 2 ? Pairing::gptj : Pairing::neox;
+      c.layout = FrequencyLayout::chunked;
+      c.memory = memory;
+      c.direction = rot % 8 == 0 ? Direction::backward : Direction::forward;
+      c.in_place = rot % 6 == 0;
+      c.head_dim = rot + 2 * static_cast<std::int64_t>(rng() % 3);  // 0..4 pass-through elements
+      c.rotary_dim = rot;
+      c.batch = 1;
+      c.seq = 1 + static_cast<std::int64_t>(rng() % 5);
+      c.q_heads = 2;
+      c.k_heads = 1;
+      for (Pairing pairing : {Pairing::neox, Pairing::gptj}) {
+        c.pairing = pairing;
+        const ref::CheckResult r = ref::check_case(c, rng());
+        ASSERT_TRUE(r.pass()) << r.describe();
+      }
+    }
+}
+
+// ---- bit identity -----------------------------------------------------------------------
+
+std::vector<unsigned char> random_bits(std::size_t elements, DType dtype, std::mt19937_64& rng) {
+  std::vector<unsigned char> out(elements * dtype_size(dtype));
+  std::normal_distribution<float> normal;
+  for (std::size_t i = 0; i < elements; ++i) {
+    const float v = std::ldexp(normal(rng), static_cast<int>(rng() % 17) - 8);
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(v);
+    if (dtype == DType::float32) std::memcpy(&out[4 * i], &u, 4);
+    else {
+      // Truncated to the top 16 bits (bf16) or an fp16 of similar magnitude: any finite
+      // pattern is a valid input.
+      const auto h = static_cast<std::uint16_t>(dtype == DType::bfloat16 ? u >> 16 : (0x3C00u + (u >> 20 & 0x07FF)) ^ (u >> 16 & 0x8000u));
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+// Contiguous rows take the vector path, dim-stride-2 rows the staged one; both round
+// y0 = x0 c - (x1 s) and y1 = x1 c + (x0 s) alike (kernel_impl.h), so the bits match.
+TEST_P(RotaryPath, StagedAndVectorRowsGiveTheSameBits) {
+  std::mt19937_64 rng(0x57A6ED);
+  constexpr std::int64_t S = 5, H = 3;
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
+    for (Pairing pairing : {Pairing::neox, Pairing::gptj})
+      for (int rot : {2, 30, 64, 94, 128, 250}) {
+        RotaryConfig config;
+        config.rotary_dim = rot;
+        config.sections = {rot / 6, rot / 6, rot / 2 - 2 * (rot / 6)};
+        std::vector<float> positions(3 * S);
+        for (float& p : positions) p = static_cast<float>(rng() % 40000) * 0.1f - 50.0f;
+        const RotaryTable table = make_rotary_table(config, positions.data(), 1, S, 1, isa());
+        const std::size_t size = dtype_size(dtype);
+        const auto dense_in = random_bits(static_cast<std::size_t>(S * H * rot), dtype, rng);
+        std::vector<unsigned char> strided_in(dense_in.size() * 2, 0), dense_out(dense_in.size()), strided_out(strided_in.size());
+        for (std::size_t e = 0; e < dense_in.size() / size; ++e) std::memcpy(&strided_in[2 * e * size], &dense_in[e * size], size);
+        const HeadTensor a{const_cast<unsigned char*>(dense_in.data()), dtype, {1, S, H, rot}, {S * H * rot, H * rot, rot, 1}};
+        const HeadTensor ao{dense_out.data(), dtype, {1, S, H, rot}, {S * H * rot, H * rot, rot, 1}};
+        const HeadTensor b{strided_in.data(), dtype, {1, S, H, rot}, {2 * S * H * rot, 2 * H * rot, 2 * rot, 2}};
+        const HeadTensor bo{strided_out.data(), dtype, {1, S, H, rot}, {2 * S * H * rot, 2 * H * rot, 2 * rot, 2}};
+        RotaryParams params;
+        params.isa = isa();
+        params.pairing = pairing;
+        const RotaryTarget ta{a, ao}, tb{b, bo};
+        rotate(table, std::span<const RotaryTarget>(&ta, 1), params);
+        rotate(table, std::span<const RotaryTarget>(&tb, 1), params);
+        std::int64_t differ = 0;
+        for (std::size_t e = 0; e < dense_out.size() / size; ++e)
+          differ += std::memcmp(&dense_out[e * size], &strided_out[2 * e * size], size) != 0;
+        EXPECT_EQ(differ, 0) << to_string(dtype) << " " << to_string(pairing) << " rot " << rot;
+      }
+}
+
+// fp32 and 16-bit outputs of the AVX-512 paths equal avx2's bit for bit (the same algorithm,
+// the same fused operations); here where both run natively, under Bochs everywhere else.
+TEST_P(RotaryPath, EqualsAvx2BitForBit) {
+  if (isa() == Isa::avx2 || isa() == Isa::portable)
+    GTEST_SKIP() << "path " << to_string(isa()) << ": "
+                 << (isa() == Isa::avx2 ? "is the path compared with" : "rounds without FMA, by design");
+  if (!status_of(Isa::avx2).available) GTEST_SKIP() << "avx2 NOT AVAILABLE to compare with: " << status_of(Isa::avx2).reason;
+  std::mt19937_64 rng(0xB17B17);
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
+    for (Pairing pairing : {Pairing::neox, Pairing::gptj})
+      for (Direction direction : {Direction::forward, Direction::backward})
+        for (int rot = 2; rot <= 256; rot += 14) {
+          constexpr std::int64_t S = 7, H = 2;
+          RotaryConfig config;
+          config.rotary_dim = rot;
+          config.sections = {rot / 2, 0, 0};
+          std::vector<float> positions(3 * S);
+          for (float& p : positions) p = static_cast<float>(rng() % 40000) * 0.1f;
+          const RotaryTable table = make_rotary_table(config, positions.data(), 1, S, 1, Isa::avx2);
+          auto in = random_bits(static_cast<std::size_t>(S * H * rot), dtype, rng);
+          std::vector<unsigned char> x = in, y = in;
+          const HeadTensor vx = bshd(x.data(), dtype, 1, S, H, rot), vy = bshd(y.data(), dtype, 1, S, H, rot);
+          RotaryParams params;
+          params.pairing = pairing;
+          params.direction = direction;
+          params.isa = isa();
+          rotate(table, vx, params);
+          params.isa = Isa::avx2;
+          rotate(table, vy, params);
+          EXPECT_EQ(x, y) << to_string(dtype) << " " << to_string(pairing) << " rot " << rot;
+        }
+}
+
+// ---- memory -----------------------------------------------------------------------------
+
+// Rows that end exactly where an unmapped page begins, in and out: a masked tail that reads
+// or writes one element past its row faults (the test process dies: ctest reports it).
+TEST_P(RotaryPath, MaskedTailsStayInsideRowsEndingAtAnUnmappedPage) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  auto guarded = [&](std::size_t pages) {
+    void* p = mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    EXPECT_EQ(mprotect(static_cast<unsigned char*>(p) + pages * page, page, PROT_NONE), 0);
+    return static_cast<unsigned char*>(p);
+  };
+  constexpr std::size_t kPages = 4;
+  unsigned char* in_region = guarded(kPages);
+  unsigned char* out_region = guarded(kPages);
+  std::mt19937_64 rng(0x9A6E);
+  int rows = 0;
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
+    for (Pairing pairing : {Pairing::neox, Pairing::gptj})
+      for (int half = 1; half <= 40; ++half)
+        for (bool in_place : {false, true}) {
+          const int rot = 2 * half;
+          const std::int64_t S = 2, H = 1 + half % 2;
+          RotaryConfig config;
+          config.rotary_dim = rot;
+          config.sections = {half, 0, 0};
+          const std::vector<float> positions(3 * S, 7.25f);
+          const RotaryTable table = make_rotary_table(config, positions.data(), 1, S, 1, isa());
+          const std::size_t bytes = static_cast<std::size_t>(S * H * rot) * dtype_size(dtype);
+          unsigned char* in = in_region + kPages * page - bytes;  // ends at the unmapped page
+          unsigned char* out = out_region + kPages * page - bytes;
+          const auto data = random_bits(static_cast<std::size_t>(S * H * rot), dtype, rng);
+          std::memcpy(in, data.data(), bytes);
+          std::memcpy(out, data.data(), bytes);
+          const HeadTensor vin = bshd(in_place ? out : in, dtype, 1, S, H, rot), vout = bshd(out, dtype, 1, S, H, rot);
+          RotaryParams params;
+          params.isa = isa();
+          params.pairing = pairing;
+          const RotaryTarget t{vin, vout};
+          rotate(table, std::span<const RotaryTarget>(&t, 1), params);
+          const auto expected = ref::rotate(config, positions.data(), bshd(const_cast<unsigned char*>(data.data()), dtype, 1, S, H, rot),
+                                            pairing, Direction::forward);
+          EXPECT_LE(ref::max_error(expected, bshd(const_cast<unsigned char*>(data.data()), dtype, 1, S, H, rot), vout, rot, pairing),
+                    ref::tolerance(dtype))
+              << to_string(dtype) << " " << to_string(pairing) << " half " << half;
+          ++rows;
+        }
+  EXPECT_EQ(rows, 3 * 2 * 40 * 2);
+  munmap(in_region, (kPages + 1) * page);
+  munmap(out_region, (kPages + 1) * page);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, RotaryPath, testing::ValuesIn(kAllPaths), path_name);
+
+// ---- the paths this machine offers, and why not the others ---------------------------------
+
+TEST(RotaryPaths, StatusListsEveryPathWithAReasonForEachMissingOne) {
+  const auto status = isa_status();
+  ASSERT_EQ(status.size(), 4u);
+  std::vector<Isa> available;
+  for (std::size_t i = 0; i < status.size(); ++i) {
+    EXPECT_EQ(status[i].isa, kAllPaths[i]);
+    EXPECT_EQ(status[i].available, status[i].reason.empty()) << to_string(status[i].isa) << ": " << status[i].reason;
+    if (status[i].available) available.push_back(status[i].isa);
+    else std::printf("path %s not available here: %s\n", std::string(to_string(status[i].isa)).c_str(), status[i].reason.c_str());
+  }
+  EXPECT_EQ(available, available_isas());
+  EXPECT_TRUE(status[0].available) << "portable runs everywhere";
+  const Isa automatic = automatic_isa();
+  EXPECT_NE(automatic, Isa::avx512bf16) << "automatic must not pick a path that never ran anywhere";
+  EXPECT_NE(std::find(available.begin(), available.end(), automatic), available.end());
+  // The best of avx512 > avx2 > portable that is available.
+  const Isa best = status_of(Isa::avx512).available ? Isa::avx512 : status_of(Isa::avx2).available ? Isa::avx2 : Isa::portable;
+  EXPECT_EQ(automatic, best);
+}
+
+TEST(RotaryPaths, ForcingAMissingPathIsAOneLineErrorWithTheReason) {
+  int missing = 0;
+  for (Isa isa : kAllPaths) {
+    const IsaStatus& s = status_of(isa);
+    if (s.available) continue;
+    ++missing;
+    RotaryParams p;
+    p.isa = isa;
+    RotaryConfig config;
+    config.rotary_dim = 8;
+    config.sections = {4, 0, 0};
+    const std::vector<float> positions(3, 1.0f);
+    const RotaryTable table = make_rotary_table(config, positions.data(), 1, 1);
+    std::vector<float> x(8, 1.0f);
+    try {
+      rotate(table, bshd(x.data(), DType::float32, 1, 1, 1, 8), p);
+      ADD_FAILURE() << to_string(isa) << " did not throw";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_THAT(m, HasSubstr("code path '" + std::string(to_string(isa)) + "' is not available: " + s.reason));
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+  if (missing == 0) GTEST_SKIP() << "every path runs on this machine";
+}
+
+TEST(RotaryPaths, NamesRoundTrip) {
+  for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16})
+    EXPECT_EQ(parse_isa(to_string(isa)), isa);
+  try {
+    parse_isa("avx512f");
+    ADD_FAILURE() << "avx512f accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("unknown code path 'avx512f' (expected automatic, portable, avx2, avx512 or avx512bf16)"));
+  }
+}
+
+// The dispatcher's known-answer comparison (self_test.h) accepts a kernel against itself and
+// rejects one that rounds differently: without that it would guard nothing.
+TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
+  EXPECT_TRUE(cpu::kernels_agree(cpu::range_kernel_portable(), cpu::range_kernel_portable()));
+#if defined(CIRCLEROPE_HAVE_X86_KERNELS)
+  if (!status_of(Isa::avx2).available) GTEST_SKIP() << "avx2 NOT AVAILABLE: " << status_of(Isa::avx2).reason;
+  EXPECT_TRUE(cpu::kernels_agree(cpu::range_kernel_avx2(), cpu::range_kernel_avx2()));
+  EXPECT_FALSE(cpu::kernels_agree(cpu::range_kernel_portable(), cpu::range_kernel_avx2()))
+      << "portable rounds a*c - b*s without FMA: some bits must differ";
+  EXPECT_TRUE(cpu::tables_agree(cpu::table_kernel_avx2(), cpu::table_kernel_avx2()));
+  // A table one ulp off in a single entry of the last token is caught.
+  const cpu::TableKernel off_by_one_ulp = [](const cpu::TableJob& job, std::int64_t begin, std::int64_t end) {
+    cpu::table_kernel_avx2()(job, begin, end);
+    if (end == job.tokens) {
+      float& v = job.values[job.tokens * 2 * job.half - 1];
+      v = std::nextafter(v, 2.0f);
+    }
+  };
+  EXPECT_FALSE(cpu::tables_agree(off_by_one_ulp, cpu::table_kernel_avx2()));
+#endif
+}
+
+// ---- CPU detection (src/core/cpu_features.h) -------------------------------------------
+
+using detail::CpuidWords;
+using detail::decide_cpu_features;
+
+// A Zen 4-like CPU: AVX2, FMA, F16C, AVX-512 F/BW/VL, AVX512_BF16, OSXSAVE.
+CpuidWords zen4() {
+  CpuidWords w;
+  w.max_leaf = 16;
+  w.leaf1_ecx = (1u << 12) | (1u << 27) | (1u << 28) | (1u << 29);
+  w.leaf7_max_sub = 1;
+  w.leaf7_ebx = (1u << 5) | (1u << 16) | (1u << 30) | (1u << 31);
+  w.leaf7_1_eax = 1u << 5;
+  return w;
+}
+
+TEST(CpuFeatures, EveryRequirementIsChecked) {
+  const auto all = decide_cpu_features(zen4(), 0xE7);
+  EXPECT_TRUE(all.avx2 && all.avx512 && all.avx512_bf16);
+
+  struct Case {
+    const char* what;
+    CpuidWords words;
+    std::uint64_t xcr0;
+    bool avx2, avx512, bf16;
+    const char* reason;  // of the first missing level
+  };
+  auto with = [](auto change) {
+    CpuidWords w = zen4();
+    change(w);
+    return w;
+  };
+  const Case cases[] = {
+      {"XCR0 without opmask/ZMM", zen4(), 0x7, true, false, false, "XCR0 bits 5, 6, 7"},
+      {"XCR0 without Hi16_ZMM", zen4(), 0x67, true, false, false, "XCR0 bits 5, 6, 7"},
+      {"XCR0 without YMM", zen4(), 0x3, false, false, false, "XCR0 bits 1, 2"},
+      {"no OSXSAVE (XCR0 unreadable)", with([](CpuidWords& w) { w.leaf1_ecx &= ~(1u << 27); }), 0xE7, false, false, false, "OSXSAVE"},
+      {"no AVX", with([](CpuidWords& w) { w.leaf1_ecx &= ~(1u << 28); }), 0xE7, false, false, false, "no AVX"},
+      {"no FMA", with([](CpuidWords& w) { w.leaf1_ecx &= ~(1u << 12); }), 0xE7, false, false, false, "no FMA"},
+      {"no F16C", with([](CpuidWords& w) { w.leaf1_ecx &= ~(1u << 29); }), 0xE7, false, false, false, "no F16C"},
+      {"no AVX2", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 5); }), 0xE7, false, false, false, "no AVX2"},
+      {"no leaf 7", with([](CpuidWords& w) { w.max_leaf = 6; }), 0xE7, false, false, false, "no AVX2"},
+      {"no AVX-512F", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 16); }), 0xE7, true, false, false, "no AVX-512F"},
+      {"no AVX-512BW", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 30); }), 0xE7, true, false, false, "no AVX-512BW"},
+      {"no AVX-512VL", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 31); }), 0xE7, true, false, false, "no AVX-512VL"},
+      {"no AVX512_BF16", with([](CpuidWords& w) { w.leaf7_1_eax = 0; }), 0xE7, true, true, false, "no AVX512_BF16"},
+      // Subleaf 1 does not exist: whatever its EAX would say is not read.
+      {"leaf 7 has no subleaf 1", with([](CpuidWords& w) { w.leaf7_max_sub = 0; }), 0xE7, true, true, false, "no AVX512_BF16"},
+  };
+  for (const Case& c : cases) {
+    const auto f = decide_cpu_features(c.words, c.xcr0);
+    EXPECT_EQ(f.avx2, c.avx2) << c.what;
+    EXPECT_EQ(f.avx512, c.avx512) << c.what;
+    EXPECT_EQ(f.avx512_bf16, c.bf16) << c.what;
+    const char* reason = !f.avx2 ? f.avx2_missing : !f.avx512 ? f.avx512_missing : f.avx512_bf16_missing;
+    ASSERT_NE(reason, nullptr) << c.what;
+    EXPECT_THAT(reason, HasSubstr(c.reason)) << c.what;
+  }
+}
+
+// This CPU, against the compiler's own detection (libgcc/compiler-rt, a separate
+// implementation that also checks XCR0).
+TEST(CpuFeatures, AgreesWithTheCompilersDetectionOnThisCpu) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const auto f = detail::detect_cpu_features();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl");
+  EXPECT_EQ(f.avx2, avx2);
+  EXPECT_EQ(f.avx512, avx512);
+  std::printf("this CPU: avx2 %s, avx512 %s, avx512bf16 %s%s%s\n", f.avx2 ? "yes" : "no", f.avx512 ? "yes" : "no",
+              f.avx512_bf16 ? "yes" : "no", f.avx512 ? "" : " (", f.avx512 ? "" : f.avx512_missing);
+  if (!f.avx512) std::printf(")\n");
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
+}
+
+}  // namespace
