@@ -258,8 +258,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool positions_null = in.ConsumeIntegralInRange<int>(0, 31) == 0;
   const int table_threads = pick_int(in, {0, 1, 2, 1, -1});
 
+  // Thread counts above CRP_MAX_THREADS are refused (issue 9 item 3; pick_int gives any int
+  // now and then).
   bool table_must_fail = !valid_config || batch < 0 || seq < 0 || table_threads < 0 ||
-                         (tokens > 0 && positions_null);
+                         table_threads > CRP_MAX_THREADS || (tokens > 0 && positions_null);
   std::vector<int> axes;
   std::vector<double> inv;
   if (!table_must_fail) {
@@ -404,7 +406,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // ---- validity ----
-  bool must_fail = pairing < 0 || pairing > 1 || direction < 0 || direction > 1 || threads < 0 || count < 0 ||
+  bool must_fail = pairing < 0 || pairing > 1 || direction < 0 || direction > 1 || threads < 0 ||
+                   threads > CRP_MAX_THREADS || count < 0 ||
                    (count > 0 && (in_null || out_null));
   bool may_fail = false;
   bool outs_share = false, out_over_other_in = false;
