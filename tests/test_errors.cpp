@@ -485,6 +485,26 @@ TEST(Errors, RadiusTooLargeForFloat32Positions) {
               AllOf(HasSubstr("image 0 of row 0"), HasSubstr("beyond float32")));
 }
 
+TEST(Errors, RingThatOverflowsDoubleIsRefusedNotNaN) {
+  // Regression (fuzz finding F4, tests/fuzz/regressions/request/f4_nan_ring.json): with a
+  // radius near DBL_MAX the ring point a/sqrt2 + b/sqrt6 overflows to +-inf, dff_rate 1 makes
+  // (1 - beta) * inf = NaN, and the float32 range check (max/min over the block, which pass
+  // over NaN) let NaN positions through with success.
+  CircleConfig c;
+  c.radius = 1.5e308;
+  c.dff_rate = 1.0;
+  c.move_to_origin = false;
+  Batch b = one_row({1, kStart, kImg, kImg});
+  b.images = {{1, 2, 4}};
+  EXPECT_THAT(error_of([&] { rope_index(b.input(), VisionConfig{}, {Scheme::circle, c}); }),
+              AllOf(HasSubstr("not finite"), HasSubstr("radius 1.5e+308")));
+  EXPECT_THAT(error_of([&] { circle_ring(1, 2, c); }), HasSubstr("not finite"));
+  // Below the overflow the same setting is fine: dff_rate 1 is the un-ringed grid.
+  c.radius = 1e300;
+  const Positions p = rope_index(b.input(), VisionConfig{}, {Scheme::circle, c});
+  for (float v : p.position_ids) EXPECT_TRUE(std::isfinite(v));
+}
+
 // The statement runs in a child process, so a crash fails this test instead of
 // the whole binary: exit 0 = threw circlerope::Error, 1 = threw something
 // else, 2 = threw nothing; a signal means it crashed.

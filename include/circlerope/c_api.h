@@ -20,8 +20,8 @@ extern "C" {
 #define CRP_VERSION_MINOR 1
 #define CRP_VERSION_PATCH 0
 
-/* Most tokens one call handles (batch x seq_len, and each of them; batch x count when
- * decoding): larger sizes return CRP_INVALID_ARGUMENT naming them (circlerope::kMaxTokens). */
+/* Most tokens one call handles (batch x seq_len, and each of them; batch x count, and each of
+ * them, when decoding): larger sizes return CRP_INVALID_ARGUMENT naming them (circlerope::kMaxTokens). */
 #define CRP_MAX_TOKENS ((int64_t)1 << 24)
 
 typedef enum crp_status { CRP_OK = 0, CRP_INVALID_ARGUMENT = 1, CRP_INTERNAL_ERROR = 2 } crp_status;

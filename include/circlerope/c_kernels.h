@@ -59,7 +59,9 @@ typedef struct crp_rotary_config {
   int sections[3];  /* temporal, height, width; sum rotary_dim / 2 (unused by SINGLE) */
 } crp_rotary_config;
 
-/* A strided [batch, seq, heads, head_dim] view; strides in elements. */
+/* A strided [batch, seq, heads, head_dim] view; strides in elements. `data` must be aligned
+ * to the element size (4 bytes for FLOAT32, 2 for BFLOAT16 and FLOAT16): a misaligned pointer
+ * is CRP_INVALID_ARGUMENT. Float pointers (position_ids, table values) must be 4-byte aligned. */
 typedef struct crp_head_tensor {
   void* data;
   int dtype; /* crp_dtype */

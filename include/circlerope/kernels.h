@@ -80,6 +80,9 @@ std::vector<IsaStatus> isa_status();
 // A strided view of a [batch, seq, heads, head_dim] tensor. Strides are in elements, any
 // non-negative values: contiguous [B,S,H,D] (bshd), [B,H,S,D] seen as [B,S,H,D] (bhsd), a
 // slice of a fused qkv projection, a transposed view. bf16 and fp16 are 16-bit storage.
+// `data` must be aligned to the element size (4 bytes for float32, 2 for bf16 and fp16), as
+// every allocator and torch tensor is; a misaligned pointer is refused with an error. Float
+// pointers of tables and positions must be 4-byte aligned likewise.
 struct HeadTensor {
   void* data = nullptr;
   DType dtype = DType::float32;

@@ -162,6 +162,15 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
       p.w += shift;
     }
   }
+  // Every value, not a min/max (NaN passes any comparison): near DBL_MAX the ring point
+  // a/sqrt2 + b/sqrt6 overflows, and under dff_rate = 1 (1 - beta) * inf is NaN.
+  for (int64_t j = 0; j < n; ++j) {
+    const AxisTriple& p = out[j];
+    if (!std::isfinite(p.t) || !std::isfinite(p.h) || !std::isfinite(p.w))
+      detail::fail("Circle-RoPE ring of a ", hm, "x", wm, " grid with radius ", radius, ", dff_rate ",
+                   config.dff_rate, " and move_to_positive offset ", config.positive_offset, " is not finite at cell ",
+                   j, " (", p.t, ", ", p.h, ", ", p.w, "): the radius or the offset is too large");
+  }
   return out;
 }
 

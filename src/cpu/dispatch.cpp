@@ -178,6 +178,12 @@ std::int64_t span_elements(const HeadTensor& t, const TargetName& name) {
     last += n * t.strides[i];
   }
   if (t.data == nullptr) fail(name, ": data is null");
+  // Kernels load elements as float / uint16_t: a pointer off the element size is undefined
+  // behaviour (and a fault on some CPUs and every GPU), so it is refused, not read bytewise.
+  const std::size_t size = dtype_size(t.dtype);
+  if (reinterpret_cast<std::uintptr_t>(t.data) % size != 0)
+    fail(name, ": data ", t.data, " is not aligned to its element size (", size, " bytes for ",
+         to_string(t.dtype), ")");
   return last + 1;
 }
 
@@ -281,6 +287,8 @@ std::vector<CheckedTarget> check_rotate_targets(const RotaryTableView& table,
     fail("table: batch ", table.batch, " and seq_len ", table.seq_len, " must be >= 0 and hold at most ",
          kMaxTokens, " tokens");
   if (table.values == nullptr && table.batch * table.seq_len > 0) fail("table: values are null");
+  if (reinterpret_cast<std::uintptr_t>(table.values) % alignof(float) != 0)
+    fail("table: values ", static_cast<const void*>(table.values), " are not aligned to 4 bytes (float32)");
   std::vector<CheckedTarget> checked;
   if (targets.empty()) return checked;
   if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");

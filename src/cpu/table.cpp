@@ -30,6 +30,9 @@ std::int64_t check_table_request(const RotaryConfig& config, const float* positi
     fail("rotary table: batch ", batch, " x seq_len ", seq_len, " is more than ", kMaxTokens,
          " tokens, the limit of one call");
   if (tokens > 0 && position_ids == nullptr) fail("rotary table: position_ids is null");
+  if (reinterpret_cast<std::uintptr_t>(position_ids) % alignof(float) != 0)
+    fail("rotary table: position_ids ", static_cast<const void*>(position_ids),
+         " are not aligned to 4 bytes (float32)");
   if (!positions_on_host) return tokens;
 
   bool uses_axis[3] = {false, false, false};
@@ -93,6 +96,8 @@ void make_rotary_table_into(const RotaryConfig& config, const float* position_id
     fail("rotary table: the output holds ", values.size(), " floats, expected batch ", batch,
          " x seq_len ", seq_len, " x rotary_dim ", config.rotary_dim, " = ", expected);
   if (expected > 0 && values.data() == nullptr) fail("rotary table: the output is null");
+  if (reinterpret_cast<std::uintptr_t>(values.data()) % alignof(float) != 0)
+    fail("rotary table: the output ", static_cast<const void*>(values.data()), " is not aligned to 4 bytes (float32)");
   fill_table(config, position_ids, tokens, values.data(), threads, kernel);
 }
 

@@ -242,13 +242,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int& s : config.sections) s = pick_int(in, {0, 1, -1, 16, 24, 2147483647, 33});
   }
   const bool table_config_null = in.ConsumeIntegralInRange<int>(0, 63) == 0;
-  // known item 5: sections summed in int overflow (UBSan) and wrap into a "valid" sum.
-  if (fuzz::skip_known("item5") && !table_config_null && std::isfinite(config.theta) && config.theta > 0 &&
-      config.rotary_dim >= 2 && config.rotary_dim <= 1024 && config.rotary_dim % 2 == 0 &&
-      (config.layout == 0 || config.layout == 1) && config.sections[0] >= 0 && config.sections[1] >= 0 &&
-      config.sections[2] >= 0 &&
-      int64_t{config.sections[0]} + config.sections[1] + config.sections[2] > INT32_MAX)
-    return -1;
+  // (issue 9 item 5: sections summed in int overflowed and wrapped into a "valid" sum; the
+  // oracle's config_valid sums in 64 bits)
   const bool valid_config = !table_config_null && config_valid(config);
 
   const int64_t batch = in.ConsumeIntegralInRange<int64_t>(-1, 2);
@@ -263,8 +258,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool positions_null = in.ConsumeIntegralInRange<int>(0, 31) == 0;
   const int table_threads = pick_int(in, {0, 1, 2, 1, -1});
 
+  // Thread counts above CRP_MAX_THREADS are refused (issue 9 item 3; pick_int gives any int
+  // now and then).
   bool table_must_fail = !valid_config || batch < 0 || seq < 0 || table_threads < 0 ||
-                         (tokens > 0 && positions_null);
+                         table_threads > CRP_MAX_THREADS || (tokens > 0 && positions_null);
   std::vector<int> axes;
   std::vector<double> inv;
   if (!table_must_fail) {
@@ -279,6 +276,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const crp_status created = crp_rotary_table_create(table_config_null ? nullptr : &config,
                                                      positions_null ? nullptr : positions.data(), batch, seq,
                                                      table_threads, &table, table_error.data(), table_error.size);
+  if (std::getenv("CIRCLEROPE_FUZZ_VERBOSE")) {  // triage: the call, and its message in full
+    std::fprintf(stderr, "table: theta %g dim %d layout %d sections [%d %d %d] batch %lld seq %lld threads %d%s%s\n",
+                 config.theta, config.rotary_dim, config.layout, config.sections[0], config.sections[1],
+                 config.sections[2], (long long)batch, (long long)seq, table_threads,
+                 table_config_null ? " config NULL" : "", positions_null ? " positions NULL" : "");
+    char full[512] = "";
+    crp_rotary_table* again = nullptr;
+    crp_rotary_table_create(table_config_null ? nullptr : &config, positions_null ? nullptr : positions.data(),
+                            batch, seq, table_threads, &again, full, sizeof full);
+    crp_rotary_table_destroy(again);
+    std::fprintf(stderr, "table message: %s (oracle: must_fail %d)\n", full, table_must_fail);
+  }
   table_error.check(created == CRP_OK, "crp_rotary_table_create");
   fuzz::count(created == CRP_OK ? "table accepted" : "table refused");
   if (created != CRP_OK) {
@@ -397,10 +406,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // ---- validity ----
-  bool must_fail = pairing < 0 || pairing > 1 || direction < 0 || direction > 1 || threads < 0 || count < 0 ||
+  bool must_fail = pairing < 0 || pairing > 1 || direction < 0 || direction > 1 || threads < 0 ||
+                   threads > CRP_MAX_THREADS || count < 0 ||
                    (count > 0 && (in_null || out_null));
   bool may_fail = false;
-  bool known_item6 = false, known_f3 = false;
+  bool outs_share = false, out_over_other_in = false;
   // Per arena byte: bit i = an element of target i's in, bit 4 + i = of its out.
   std::vector<uint8_t> owners(arena.size(), 0), writes(arena.size(), 0);
   std::vector<std::vector<int64_t>> written(targets.size());
@@ -445,31 +455,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!must_fail)
     for (const uint8_t bits : owners) {
       const unsigned outs = bits >> 4, ins = bits & 15u;
-      if (outs & (outs - 1)) known_item6 = true;  // outputs of two targets share a byte
+      if (outs & (outs - 1)) outs_share = true;  // outputs of two targets share a byte
       for (unsigned w = 0; w < 4; ++w) {
         if (!(outs >> w & 1u)) continue;
         // An output over an input: fine only for its own in-place view. Over its own input
         // otherwise the library must refuse (documented); over another target's input the
         // result depends on the order of the work: F3.
         if (!targets[w].in_place() && (ins >> w & 1u)) must_fail = true;
-        if (ins & ~(1u << w)) known_f3 = true;
+        if (ins & ~(1u << w)) out_over_other_in = true;
       }
     }
-  if (known_item6 || known_f3) must_fail = true;
+  if (outs_share || out_over_other_in) must_fail = true;
 
-  // Data not aligned to its element size (an fp32 view 2 bytes into a buffer): refusing it is
-  // fine; reading it as float is undefined behaviour (UBSan: misaligned load).
+  // Data not aligned to its element size (an fp32 view 2 bytes into a buffer) is refused
+  // (kernels.h, c_kernels.h; finding F2, regressions/c_kernels/f2_misaligned_fp32, was read
+  // with misaligned loads). The arena is malloc'd, so the offset decides. An empty view
+  // (a size 0) is never read: other checks decide then.
   bool misaligned = false;
   for (const Target& t : targets)
     for (const View* v : {&t.in, &t.out})
-      if (!v->null && v->offset % static_cast<int64_t>(dtype_bytes(v->dtype)) != 0) misaligned = true;
-  if (misaligned) may_fail = true;
-  // known finding F2 (regressions/c_kernels/f2_misaligned_fp32): misaligned data is accepted
-  // and read with misaligned loads.
-  if (fuzz::skip_known("F2") && misaligned) {
-    crp_rotary_table_destroy(table);
-    return -1;
-  }
+      if (!v->null && !v->empty() && v->offset % static_cast<int64_t>(dtype_bytes(v->dtype)) != 0) misaligned = true;
+  if (misaligned) must_fail = true;
 
   if (std::getenv("CIRCLEROPE_FUZZ_VERBOSE")) {  // triage: what the call looks like
     std::fprintf(stderr, "table: theta %g dim %d layout %d sections [%d %d %d] batch %lld seq %lld\n", config.theta,
@@ -485,8 +491,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      (long long)v->shape[1], (long long)v->shape[2], (long long)v->shape[3], (long long)v->strides[0],
                      (long long)v->strides[1], (long long)v->strides[2], (long long)v->strides[3],
                      v->null ? " NULL" : "");
-    std::fprintf(stderr, "oracle: must_fail %d may_fail %d known_item6 %d known_f3 %d\n", must_fail, may_fail,
-                 known_item6, known_f3);
+    std::fprintf(stderr, "oracle: must_fail %d may_fail %d outs_share %d out_over_other_in %d\n", must_fail, may_fail,
+                 outs_share, out_over_other_in);
   }
 
   const crp_status status = crp_rotate(table, in_null ? nullptr : c_in.data(), out_null ? nullptr : c_out.data(),
@@ -500,13 +506,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(arena == before, "crp_rotate failed after writing into the tensors: %s", error.text());
     return 0;
   }
-  // known item 6: outputs of two targets overlap and the call succeeds (the results are wrong).
-  // known finding F3 (regressions/c_kernels/f3_out_over_other_in): an output over another
-  // target's input is accepted; what that target reads depends on the order of the work.
-  if ((known_item6 && fuzz::skip_known("item6")) || (known_f3 && !known_item6 && fuzz::skip_known("F3"))) return 0;
   FUZZ_CHECK(!must_fail, "crp_rotate accepted an invalid call (%s)",
-             known_item6 ? "outputs of two targets overlap (issue 9 item 6)"
-             : known_f3  ? "an output overlaps another target's input (F3)"
+             outs_share ? "outputs of two targets overlap (issue 9 item 6)"
+             : out_over_other_in  ? "an output overlaps another target's input (F3)"
                          : "an output overlaps its own input without being the same view, or itself");
 
   // ---- numbers ----
