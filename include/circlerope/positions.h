@@ -25,7 +25,7 @@ namespace circlerope {
 // ----------------------------------------------------------------- limits ---
 
 // Most tokens one call handles: batch x seq_len of a batch (and batch and seq_len each), the
-// tokens of a layout, batch x count of decode positions. Positions of this many tokens take
+// tokens of a layout, batch x count of decode positions (and batch and count each). Positions of this many tokens take
 // 192 MiB (float32 [3][tokens]); anything larger is refused with an Error that names the
 // size, before anything is allocated or written.
 inline constexpr int64_t kMaxTokens = int64_t{1} << 24;  // 16,777,216

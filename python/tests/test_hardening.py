@@ -132,7 +132,7 @@ def test_age_plans_need_their_layer_count():
 def test_decode_counts_beyond_the_token_limit_are_refused_by_size():
     # decode_position_ids(torch.zeros(1), 0, 2**31 - 1) passed (first + count <= 2^31) and asked
     # for 24 GiB; angles.decode(10, 10**9) likewise.
-    with pytest.raises(ValueError, match="batch 1 x count 2147483647 is more than 16777216 tokens"):
+    with pytest.raises(ValueError, match="decode positions: count 2147483647 is more than 16777216 tokens"):
         circlerope.decode_position_ids(torch.zeros(1), 0, 2 ** 31 - 1)
     angles = circlerope.RotaryEmbedding("CM", 2, rotary=circlerope.RotaryConfig(sections=(2, 3, 3)))(IDS, GRID)
     with pytest.raises(ValueError, match="count 1000000000 is more than 16777216 tokens"):

@@ -492,8 +492,10 @@ size_t checked_decode(std::span<const float> rope_deltas, int64_t first_cache_po
          first_cache_position, ", ", count, ")");
   const auto batch = static_cast<int64_t>(rope_deltas.size());
   int64_t total = 0;
-  if (batch > kMaxTokens || count > kMaxTokens || __builtin_mul_overflow(batch, count, &total) ||
-      total > kMaxTokens)
+  // batch and count each, then their product (as batch and seq_len in rope_index)
+  if (batch > kMaxTokens) fail("decode positions: batch ", batch, " is more than ", kMaxTokens, " rows, the limit of one call");
+  if (count > kMaxTokens) fail("decode positions: count ", count, " is more than ", kMaxTokens, " tokens, the limit of one call");
+  if (__builtin_mul_overflow(batch, count, &total) || total > kMaxTokens)
     fail("decode positions: batch ", batch, " x count ", count, " is more than ", kMaxTokens,
          " tokens, the limit of one call");
   // Deltas of rope_index are finite; NaN or inf from elsewhere gave NaN or inf positions
