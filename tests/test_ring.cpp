@@ -295,6 +295,28 @@ TEST_P(VectorPath, NonCircleSchemesGiveIdenticalPositions) {
   }
 }
 
+// Regression (fuzz finding F5, tests/fuzz/regressions/c_positions/f5_nan_vector_ring): the
+// finiteness check of F4 sat in the scalar circle_ring only, so the vector ring returned NaN
+// positions with success for a radius near DBL_MAX under dff_rate 1. Every path must refuse.
+TEST_P(VectorPath, RingThatOverflowsDoubleIsRefusedOnEveryPath) {
+  CircleConfig c;
+  c.radius = 1.3888059911354332e+308;
+  c.dff_rate = 1.0;
+  c.move_to_origin = true;
+  c.move_to_positive = PositiveShift::offset;
+  c.positive_offset = -7.5;
+  for (auto [hm, wm] : {std::pair<int64_t, int64_t>{2, 1}, {1, 2}, {2, 4}, {3, 5}}) {
+    ScopedPath p(GetParam());
+    try {
+      (void)detail::frame_coordinates({Scheme::circle, c}, hm, wm);
+      ADD_FAILURE() << "a " << hm << "x" << wm << " ring near DBL_MAX was accepted on path "
+                    << detail::to_string(GetParam());
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), testing::HasSubstr("not finite"));
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Positions, VectorPath, testing::Values(PositionsPath::avx2, PositionsPath::avx512), path_name);
 
 TEST(PositionsPaths, AutomaticPicksTheBestAvailableAndForcingAMissingOneThrows) {

@@ -69,6 +69,17 @@ bool positive_shift(const CircleConfig& config, double lowest, double& shift) {
   return true;
 }
 
+// Every value of a ring, not its min/max (NaN passes any comparison): near DBL_MAX the ring
+// point a/sqrt2 + b/sqrt6 overflows, and under dff_rate = 1 (1 - beta) * inf is NaN. Both the
+// scalar and the vector ring call this (fuzz findings F4 and F5: F5 was the vector path).
+void check_ring_cell(int64_t hm, int64_t wm, double radius, const CircleConfig& config, int64_t j, double t,
+                     double h, double w) {
+  if (std::isfinite(t) && std::isfinite(h) && std::isfinite(w)) return;
+  detail::fail("Circle-RoPE ring of a ", hm, "x", wm, " grid with radius ", radius, ", dff_rate ", config.dff_rate,
+               " and move_to_positive offset ", config.positive_offset, " is not finite at cell ", j, " (", t, ", ",
+               h, ", ", w, "): the radius or the offset is too large");
+}
+
 // The ring of one frame by a vector kernel (positions_simd.h) straight into `frame`: the same
 // steps as circle_ring, with their own atan2 and sincos, and the extremes of each axis.
 void vector_ring(int64_t hm, int64_t wm, const CircleConfig& config,
@@ -98,6 +109,8 @@ void vector_ring(int64_t hm, int64_t wm, const CircleConfig& config,
       job.max[a] += shift;
     }
   }
+  for (size_t j = 0; j < frame.cells(); ++j)
+    check_ring_cell(hm, wm, radius, config, static_cast<int64_t>(j), frame.t[j], frame.h[j], frame.w[j]);
   frame.min = {job.min[0], job.min[1], job.min[2]};
   frame.max = {job.max[0], job.max[1], job.max[2]};
 }
@@ -162,15 +175,7 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
       p.w += shift;
     }
   }
-  // Every value, not a min/max (NaN passes any comparison): near DBL_MAX the ring point
-  // a/sqrt2 + b/sqrt6 overflows, and under dff_rate = 1 (1 - beta) * inf is NaN.
-  for (int64_t j = 0; j < n; ++j) {
-    const AxisTriple& p = out[j];
-    if (!std::isfinite(p.t) || !std::isfinite(p.h) || !std::isfinite(p.w))
-      detail::fail("Circle-RoPE ring of a ", hm, "x", wm, " grid with radius ", radius, ", dff_rate ",
-                   config.dff_rate, " and move_to_positive offset ", config.positive_offset, " is not finite at cell ",
-                   j, " (", p.t, ", ", p.h, ", ", p.w, "): the radius or the offset is too large");
-  }
+  for (int64_t j = 0; j < n; ++j) check_ring_cell(hm, wm, radius, config, j, out[j].t, out[j].h, out[j].w);
   return out;
 }
 
