@@ -152,7 +152,8 @@ struct RotaryParams {
 
 // One tensor to rotate: `out` may be `in` itself (same data and strides: in place) or must
 // not share a byte with it. Shapes and dtypes must match; out must not overlap itself. An out
-// must not share a byte with another target's out or in. Overlap is decided on the bytes the
+// must not share a byte with another target's out or in (the whole out view, including the elements
+// past the rotary dim that pass through, even in place). Overlap is decided on the bytes the
 // strided views address, not on their bounding boxes: q and k views of one fused qkv buffer
 // interleave without sharing a byte and pass. (Views whose strides are so irregular that this
 // takes more than a few thousand steps are refused as undecided.)
