@@ -8,18 +8,7 @@
 # quick: <= 10 min on an idle 2-core machine; full: <= 90 min. Ctrl-C saves what was measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-missing=()
-for p in python3-tqdm python3-matplotlib; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "experiment: installing ${missing[*]}" >&2
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+scripts/setup.sh  # includes python3-tqdm and python3-matplotlib
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCIRCLEROPE_BUILD_TORCH=ON >/dev/null
 cmake --build build/release -j "$(nproc)" --target circlerope_python
 export PYTHONPATH="$PWD/build/release/python:$PWD/experiments${PYTHONPATH:+:$PYTHONPATH}"
