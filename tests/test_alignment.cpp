@@ -10,22 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
 #include "circlerope/c_kernels.h"
 #include "circlerope/kernels.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::HasSubstr;
 
-std::string error_of(const auto& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 struct Fixture {
   static constexpr std::int64_t kSeq = 3, kHeads = 2, kDim = 8;

@@ -34,23 +34,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 static_assert(std::is_base_of_v<std::invalid_argument, Error>, "Error is the documented std::invalid_argument");
 
-// The message of the circlerope::Error `f` throws; fails the test if it throws
-// nothing or something else.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_EQ(m.find('\n'), std::string::npos) << "not one line: " << m;
-    EXPECT_FALSE(m.empty());
-    return m;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-circlerope exception: " << e.what();
-    return std::string("<wrong type> ") + e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "<no error>";
-}
 
 std::string rope_error(const Batch& b, const VisionConfig& v = {}, const Geometry& g = {Scheme::mrope, {}}) {
   return error_of([&] { rope_index(b.input(), v, g); });
@@ -505,22 +488,6 @@ TEST(Errors, RingThatOverflowsDoubleIsRefusedNotNaN) {
   for (float v : p.position_ids) EXPECT_TRUE(std::isfinite(v));
 }
 
-// The statement runs in a child process, so a crash fails this test instead of
-// the whole binary: exit 0 = threw circlerope::Error, 1 = threw something
-// else, 2 = threw nothing; a signal means it crashed.
-#define EXPECT_ERROR_IN_CHILD(statement)                     \
-  EXPECT_EXIT(                                              \
-      {                                                     \
-        try {                                               \
-          statement;                                        \
-        } catch (const Error&) {                            \
-          std::_Exit(0);                                    \
-        } catch (...) {                                     \
-          std::_Exit(1);                                    \
-        }                                                   \
-        std::_Exit(2);                                      \
-      },                                                    \
-      ::testing::ExitedWithCode(0), "")
 
 TEST(ErrorsDeathTest, LayoutTokenCountOverflow) {
   // Regression: layout_positions adds segment sizes in int64 without an overflow check

@@ -11,40 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
 #include "circlerope/kernels.h"
 #include "circlerope/positions.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::HasSubstr;
 
-// Runs in a child process, so that an attempt to allocate terabytes (or a crash) fails this
-// test only: exit 0 = threw circlerope::Error, 1 = threw something else (std::bad_alloc,
-// std::length_error), 2 = threw nothing.
-#define EXPECT_ERROR_IN_CHILD(statement)   \
-  EXPECT_EXIT(                            \
-      {                                   \
-        try {                             \
-          statement;                      \
-        } catch (const Error&) {          \
-          std::_Exit(0);                  \
-        } catch (...) {                   \
-          std::_Exit(1);                  \
-        }                                 \
-        std::_Exit(2);                    \
-      },                                  \
-      ::testing::ExitedWithCode(0), "")
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "<no error>";
-}
 
 TEST(LimitsDeathTest, BatchAndSeqLenAreBoundedEachAsWellAsTogether) {
   // batch 2^62 x seq_len 0 holds no token: the product check passed and 2^62 deltas were

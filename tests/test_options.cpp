@@ -10,23 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
 #include "circlerope/options.h"
 
 namespace {
 
 using namespace circlerope;
+using namespace circlerope::test;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "<no error>";
-}
 
 TEST(Options, DecimalNumbersAreReadExactly) {
   const std::vector<std::pair<std::string, double>> good = {

@@ -911,15 +911,6 @@ TEST(RotaryTable, EntriesAreWithinHalfAnUlpOfOneAcrossBatchRowsAtLargePositions)
 
 // ================================================================== 9. errors ===
 
-template <class F>
-std::string error_of(const F& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no circlerope::Error thrown>";
-}
 
 // Non-finite inputs stay non-finite on every path and storage type: a NaN anywhere in a pair
 // makes both outputs NaN, whatever its payload (the bf16 vector store relies on NaN low bits

@@ -10,6 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <string>
+
+#include "circlerope/error.h"
 #include "circlerope/positions.h"
 
 namespace circlerope::test {
@@ -80,5 +88,40 @@ inline Batch two_padded_image_rows() {
   p.images = {{1, 6, 6}, {1, 4, 4}};
   return p;
 }
+
+// The message of the circlerope::Error `f` throws; fails the test if it throws nothing or
+// something else, or if the message is empty or not one line.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "not one line: " << m;
+    EXPECT_FALSE(m.empty());
+    return m;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a non-circlerope exception: " << e.what();
+    return std::string("<wrong type> ") + e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "<no error>";
+}
+
+// Runs `statement` in a child process, so that a crash or an attempt to allocate terabytes
+// fails this test only: exit 0 = threw circlerope::Error, 1 = threw something else
+// (std::bad_alloc, std::length_error), 2 = threw nothing; a signal means it crashed.
+#define EXPECT_ERROR_IN_CHILD(statement)         \
+  EXPECT_EXIT(                                  \
+      {                                         \
+        try {                                   \
+          statement;                            \
+        } catch (const ::circlerope::Error&) {  \
+          std::_Exit(0);                        \
+        } catch (...) {                         \
+          std::_Exit(1);                        \
+        }                                       \
+        std::_Exit(2);                          \
+      },                                        \
+      ::testing::ExitedWithCode(0), "")
 
 }  // namespace circlerope::test
