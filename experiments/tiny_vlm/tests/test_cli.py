@@ -129,3 +129,43 @@ def test_ctrl_c_saves_what_was_measured(tmp_path, env):
     runs = doc["runs"]
     assert runs and all(r["interrupted"] and 10 <= r["steps"] < 100 and len(r["loss"]) == r["steps"] for r in runs)
     assert "interrupted" in (out / "results.md").read_text()
+
+
+def _children(pid: int):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # exited, maybe not reaped
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads worker pids from /proc (Linux)")
+def test_workers_of_a_killed_driver_stop(tmp_path, env):
+    """SIGKILL leaves no cleanup to the driver: its daemon workers used to train on as orphans."""
+    import signal
+    p = subprocess.Popen([sys.executable, "-m", "tiny_vlm", "micro", "--steps", "3000", "--no-plots",
+                          "--out", str(tmp_path / "killed")], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:
+            if ": step 300," in line:  # progress lines come every tenth of the steps
+                break
+        workers = [c for c in _children(p.pid) if "spawn_main" in open(f"/proc/{c}/cmdline").read()]
+        assert workers, "no training worker found"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(_gone(w) for w in workers):
+        time.sleep(0.2)
+    left = [w for w in workers if not _gone(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers {left} still ran 60 s after their driver was killed"
