@@ -15,7 +15,7 @@ q/k in Hugging Face's layout (a [B, S, H, D] projection seen as [B, H, S, D]), C
 positions of a request with a 32 x 40 image. S 4096 and 16384, bfloat16 and float32.
 
     PYTHONPATH=build/gpu/python python3 bench/gpu_rotary.py [--json]
-    PYTHONPATH=build/release/python /usr/bin/python3 bench/gpu_rotary.py --device cpu --quick
+    PYTHONPATH=build/release/python .venv/bin/python bench/gpu_rotary.py --device cpu --quick
 
 --device cpu runs the same code on the CPU with small shapes (a check of the script, not a
 measurement). Times are medians of CUDA-event timings over repeated calls.

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Time the reference's way of computing Circle-RoPE positions against ours, in one run.
 
 The authors' code (Circle-RoPE for Qwen2.5-VL) builds positions with a Python
@@ -10,8 +10,8 @@ stack/amax/atan2/cos/sin/rotation, cat), runs it on the benchmark batch of
 that it gives the same positions as `circlerope positions --request` (1e-4, as
 the golden cases), and prints both timings and their ratio.
 
-Needs Debian's python3-torch; run with /usr/bin/python3:
-    /usr/bin/python3 bench/reference_loop.py build/release/circlerope
+Needs torch (the project venv .venv/):
+    .venv/bin/python bench/reference_loop.py build/release/circlerope
 It is a benchmark, not a test: CI does not run it.
 """
 import json

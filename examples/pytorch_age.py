@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """circlerope from PyTorch: Circle-RoPE positions for a Qwen2.5-VL prompt, an AGE plan that
 alternates Circle-RoPE and M-RoPE over the layers, the fused rotation with its gradient, and a
 decode step.
 
-    PYTHONPATH=build/release/python /usr/bin/python3 examples/pytorch_age.py
+    PYTHONPATH=build/release/python .venv/bin/python examples/pytorch_age.py
 """
 import os
 
@@ -11,7 +11,7 @@ import torch
 
 import circlerope
 
-torch.set_num_threads(os.cpu_count() or 1)  # Debian's torch starts with one thread
+torch.set_num_threads(os.cpu_count() or 1)  # the kernels follow torch's thread count
 
 START, END, IMAGE = 151652, 151653, 151655
 # "<|im_start|>user <vision_start> 24 image tokens <vision_end> What is this?" (ids made up

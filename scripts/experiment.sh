@@ -8,16 +8,12 @@
 # quick: <= 10 min on an idle 2-core machine; full: <= 90 min. Ctrl-C saves what was measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh  # includes python3-tqdm and python3-matplotlib
+scripts/setup.sh  # .venv/ with torch, tqdm and matplotlib (constraints.txt)
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCIRCLEROPE_BUILD_TORCH=ON >/dev/null
 cmake --build build/release -j "$(nproc)" --target circlerope_python
 export PYTHONPATH="$PWD/build/release/python:$PWD/experiments${PYTHONPATH:+:$PYTHONPATH}"
 nproc_ddp=${NPROC:-1}
 if [[ $nproc_ddp -gt 1 ]]; then
-  # torchrun is the same launcher; Debian does not always put it on PATH. Debian's torch 1.13
-  # launcher cannot parse its own default "--redirects 0 --tee 0" under Python 3.11 (it dies
-  # with "'NoneType' object has no attribute 'get'"); 1 (stdout to a log, teed) parses.
-  if command -v torchrun >/dev/null; then launcher=(torchrun); else launcher=(/usr/bin/python3 -m torch.distributed.run); fi
-  exec "${launcher[@]}" --standalone --redirects 1 --tee 1 --nproc_per_node "$nproc_ddp" -m tiny_vlm "$@"
+  exec .venv/bin/python -m torch.distributed.run --standalone --nproc_per_node "$nproc_ddp" -m tiny_vlm "$@"
 fi
-exec /usr/bin/python3 -m tiny_vlm "$@"
+exec .venv/bin/python -m tiny_vlm "$@"

@@ -3,5 +3,5 @@
 Synthetic "images" (grids of coloured shapes) whose patch embeddings carry no position, so
 every spatial answer must come through the rotary positions. See docs/experiment.md.
 
-    PYTHONPATH=build/release/python:experiments /usr/bin/python3 -m tiny_vlm quick
+    PYTHONPATH=build/release/python:experiments .venv/bin/python -m tiny_vlm quick
 """

@@ -1,6 +1,6 @@
 """Training speed: the trainer against the naive formulation, on this machine, one run.
 
-    PYTHONPATH=build/release/python:experiments /usr/bin/python3 -m tiny_vlm.bench [--steps N]
+    PYTHONPATH=build/release/python:experiments .venv/bin/python -m tiny_vlm.bench [--steps N]
 
 Each configuration runs in a fresh process (OpenMP settings are read when torch starts) and
 trains the quick preset's model on the quick preset's data for N steps after 2 warm-up steps.
