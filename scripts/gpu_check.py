@@ -5,12 +5,9 @@ Steps, each recorded as pass / fail / skipped with its reason and time; a failur
 stop the next step, so one run tells everything:
 
   env                versions: torch, CUDA, the device, nvcc, compute-sanitizer, transformers
-  build              CMake against the torch found here (torch.utils.cmake_prefix_path), the
-                     CUDA kernels for this GPU's architecture only; if pip torch's CMake config
-                     fails (it often does: a toolkit other than torch's, nvToolsExt missing from
-                     CUDA 12, no pybind11 package), the same tree without torch plus
-                     scripts/build_torch_package.py, which compiles the three torch-facing files
-                     with torch.utils.cpp_extension's paths
+  build              the project's one CMake build against the torch this interpreter imports
+                     (its paths and ABI flag read from torch itself, not from torch's CMake
+                     package), the CUDA kernels for this GPU's architecture only
   cuda_tests         tests/cuda: the C++ device tests and the C API test
   compute_sanitizer  memcheck and initcheck on the short test CudaSanitizer.*
   torch_tests        python/tests/test_cuda.py (pytest when installed)
@@ -149,23 +146,15 @@ def find_tool(name):
     return None
 
 
-def cmake_command(build_dir, facts, with_torch):
-    import torch
-    abi = int(torch.compiled_with_cxx11_abi())
+def cmake_command(build_dir, facts):
+    """The one CMake build (the same that pip install . drives), against this interpreter's
+    torch (cmake/CircleropeTorch.cmake reads its paths and C++ ABI flag), CUDA kernels for this
+    GPU's architecture only."""
     arch = facts.get("capability", "9.0").replace(".", "")
-    prefix = [torch.utils.cmake_prefix_path]
-    try:
-        import pybind11
-        prefix.append(pybind11.get_cmake_dir())
-    except Exception:  # noqa: BLE001
-        pass
     cmd = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja" if facts.get("ninja") else "Unix Makefiles",
            "-DCMAKE_BUILD_TYPE=Release", "-DCIRCLEROPE_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}",
            "-DCIRCLEROPE_BUILD_CLI=OFF", "-DCIRCLEROPE_BUILD_TESTS=OFF", "-DCIRCLEROPE_BUILD_BENCH=OFF",
-           f"-DCIRCLEROPE_BUILD_TORCH={'ON' if with_torch else 'OFF'}", f"-DCIRCLEROPE_PYTHON={sys.executable}",
-           "-DCMAKE_PREFIX_PATH=" + ";".join(prefix),
-           # libtorch's C++ ABI for every target: the static libraries link into its operators
-           f"-DCMAKE_CXX_FLAGS=-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-DCMAKE_CUDA_FLAGS=-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+           "-DCIRCLEROPE_BUILD_TORCH=ON", f"-DCIRCLEROPE_PYTHON={sys.executable}"]
     nvcc = facts.get("nvcc")
     if nvcc:
         cmd += [f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DCUDAToolkit_ROOT={os.path.dirname(os.path.dirname(nvcc))}"]
@@ -177,12 +166,8 @@ def step_build(run, facts):
     if run.args.cpu_dry_run:
         run.build_dir = os.path.abspath(run.args.build_dir)
         run.package_dir = os.path.join(run.build_dir, "python")
-        try:
-            would_run = cmake_command(os.path.join(ROOT, "build", "gpu"), facts, True)
-        except Exception as e:  # noqa: BLE001
-            would_run = f"(cannot form the command: {e})"
         run.record("build", "skipped", f"--cpu-dry-run uses the existing build in {run.build_dir}", t,
-                   would_run=would_run)
+                   would_run=cmake_command(os.path.join(ROOT, "build", "gpu"), facts))
         return
     if not facts.get("cuda_available"):
         run.record("build", "skipped", "no CUDA device: nothing to build for", t)
@@ -191,37 +176,19 @@ def step_build(run, facts):
         run.record("build", "fail", f"needs cmake and nvcc (cmake: {facts.get('cmake')}, nvcc: {facts.get('nvcc')})", t)
         return
     jobs = str(os.cpu_count() or 4)
-    attempts = []
     gpu = os.path.join(ROOT, "build", "gpu")
-    rc, out = run.sh(cmake_command(gpu, facts, True), 180)
+    attempts = []
+    rc, out = run.sh(cmake_command(gpu, facts), 180)
+    attempts.append({"route": "configure", "rc": rc, "tail": tail(out, 15)})
     if rc == 0:
         rc, out = run.sh(["cmake", "--build", gpu, "-j", jobs], 300)
-        attempts.append({"route": "cmake with torch", "rc": rc, "tail": tail(out, 15)})
-        if rc == 0:
-            run.build_dir, run.package_dir = gpu, os.path.join(gpu, "python")
-            run.record("build", "pass", "CMake with Torch (torch.utils.cmake_prefix_path)", t, attempts=attempts)
-            return
-    else:
-        attempts.append({"route": "cmake with torch (configure)", "rc": rc, "tail": tail(out, 15)})
-    # Fallback: the same tree without torch, then the torch-facing files with cpp_extension's paths.
-    plain = os.path.join(ROOT, "build", "gpu-notorch")
-    rc, out = run.sh(cmake_command(plain, facts, False), 120)
-    if rc == 0:
-        rc, out = run.sh(["cmake", "--build", plain, "-j", jobs], 240)
-    attempts.append({"route": "cmake without torch", "rc": rc, "tail": tail(out, 15)})
+        attempts.append({"route": "build", "rc": rc, "tail": tail(out, 15)})
     if rc != 0:
-        run.record("build", "fail", "CMake failed with and without torch", t, attempts=attempts)
+        run.record("build", "fail", "the CMake build against this torch failed", t, attempts=attempts)
         return
-    run.build_dir = plain
-    package = os.path.join(ROOT, "build", "gpu-package")
-    rc, out = run.sh([sys.executable, os.path.join(ROOT, "scripts", "build_torch_package.py"), "--libs", plain,
-                      "--out", package, "--cuda", "--jobs", jobs], 240)
-    attempts.append({"route": "build_torch_package.py --cuda", "rc": rc, "tail": tail(out, 15)})
-    if rc != 0:
-        run.record("build", "fail", "the CUDA parts built, the torch package did not", t, attempts=attempts)
-        return
-    run.package_dir = package
-    run.record("build", "pass", "fallback: CMake without torch + scripts/build_torch_package.py", t, attempts=attempts)
+    run.build_dir, run.package_dir = gpu, os.path.join(gpu, "python")
+    run.record("build", "pass", "CMake against this interpreter's torch (cmake/CircleropeTorch.cmake)", t,
+               attempts=attempts)
 
 
 def summarize_tests(out):

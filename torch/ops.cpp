@@ -6,19 +6,22 @@
 //   rotary_table(position_ids, rotary_dim, sections, theta, layout)     -> table [B, S, D]
 //   rotary_apply(q, k, table, pairing, qk_layout, backward)             -> (q', k')
 //
+//   rotary_apply_(q, k, table, pairing, qk_layout, backward)            -> () (in place)
+//
 // rotary_apply is differentiable in q and k (the table is a constant: positions are indices,
-// not parameters). Its gradient is the same rotation by -phi, so the backward calls the op
-// itself with `backward` flipped; that makes double backward work too. The table is the
+// not parameters); its autograd formula (circlerope/_registration.py) is the same op with
+// `backward` flipped, the rotation by -phi, so double backward works too. The table is the
 // kernels' own layout (per token D/2 cos then D/2 sin, float32), built once per geometry and
 // forward pass and shared by every layer that uses it (AGE).
 //
-// Every invalid input raises ValueError with the core's one-line message. CPU only for now;
-// float64 q/k take a scalar path (gradcheck and debugging), the rest the vector kernels.
+// Every invalid input raises ValueError with the core's one-line message. This file holds the
+// CPU kernels (float64 q/k take a scalar path, for gradcheck); ops_cuda.cpp the CUDA ones.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
-#include <torch/autograd.h>
+#include <torch/version.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -165,11 +168,7 @@ Tensor rotary_table(const Tensor& position_ids, std::int64_t rotary_dim,
                     const std::string& layout) {
   return guarded([&] {
     require_cpu(position_ids, "position_ids");
-    TORCH_CHECK_VALUE(position_ids.dim() == 3 && position_ids.size(0) == 3,
-                      "position_ids must have shape [3, batch, seq_len] (temporal, height, width), got ",
-                      shape_of(position_ids));
-    TORCH_CHECK_VALUE(!position_ids.is_complex() && position_ids.scalar_type() != at::kBool,
-                      "position_ids must hold real numbers, got ", position_ids.scalar_type());
+    cr::torch_ops::check_position_ids(position_ids);
     const cr::RotaryConfig config = cr::torch_ops::rotary_config_of(rotary_dim, sections, theta, layout);
     const Tensor pos = position_ids.to(at::kFloat).contiguous();
     const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
@@ -202,26 +201,9 @@ void prefer_huge_pages(const Tensor& t) {
 #endif
 }
 
-struct QkLayout {
-  bool heads_first = true;  // "bhsd" (Hugging Face's q after transpose(1, 2)) or "bshd"
-};
-
-QkLayout parse_qk_layout(const std::string& text) {
-  if (text == "bhsd") return {true};
-  if (text == "bshd") return {false};
-  const std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;  // messages stay bounded
-  C10_THROW_ERROR(ValueError, "qk_layout '" + shown + "' (expected bhsd or bshd)");
-}
-
-// x as the kernels' [batch, seq, heads, head_dim] view.
-cr::HeadTensor head_view(const Tensor& x, QkLayout layout, cr::DType dtype) {
-  const int s = layout.heads_first ? 2 : 1, h = layout.heads_first ? 1 : 2;
-  return {x.data_ptr(), dtype, {x.size(0), x.size(s), x.size(h), x.size(3)},
-          {x.stride(0), x.stride(s), x.stride(h), x.stride(3)}};
-}
-
 // float64: element by element with the table's angles. Not fast; it exists so that
-// torch.autograd.gradcheck can check the op (and its backward) in double precision.
+// torch.autograd.gradcheck can check the op (and its backward) in double precision. Each pair
+// is read before it is written, so `out` may be `in` (the in-place op).
 void rotate_double(const cr::RotaryTableView& table, const cr::HeadTensor& in,
                    const cr::HeadTensor& out, cr::Pairing pairing, bool backward) {
   const int half = table.rotary_dim / 2;
@@ -235,8 +217,9 @@ void rotate_double(const cr::RotaryTableView& table, const cr::HeadTensor& in,
       for (std::int64_t h = 0; h < in.shape[2]; ++h) {
         const double* x = src + b * in.strides[0] + s * in.strides[1] + h * in.strides[2];
         double* y = dst + b * out.strides[0] + s * out.strides[1] + h * out.strides[2];
-        for (std::int64_t d = table.rotary_dim; d < in.shape[3]; ++d)
-          y[d * out.strides[3]] = x[d * in.strides[3]];
+        if (x != y)
+          for (std::int64_t d = table.rotary_dim; d < in.shape[3]; ++d)
+            y[d * out.strides[3]] = x[d * in.strides[3]];
         for (int i = 0; i < half; ++i) {
           const std::int64_t i0 = pairing == cr::Pairing::neox ? i : 2 * i;
           const std::int64_t i1 = pairing == cr::Pairing::neox ? i + half : 2 * i + 1;
@@ -250,139 +233,95 @@ void rotate_double(const cr::RotaryTableView& table, const cr::HeadTensor& in,
   });
 }
 
+// Rotates q into q_out and k into k_out (the same tensors for the in-place op), after
+// check_rotary_apply. The kernels check what only they can: overlaps between the four views.
+void rotate_cpu(const cr::torch_ops::RotaryCall& call, const Tensor& table, const Tensor& q,
+                const Tensor& k, const Tensor& q_out, const Tensor& k_out, bool backward) {
+  require_cpu(q, "q");  // one device for all three was checked; this names the device rule
+  const Tensor values = table.contiguous();
+  const cr::RotaryTableView view = cr::torch_ops::table_view(values);
+  // float64 has no kernel dtype; its views only carry shapes and strides to the scalar path.
+  const cr::DType kd = call.dtype.value_or(cr::DType::float32);
+  using cr::torch_ops::head_view;
+  const cr::RotaryTarget targets[] = {
+      {head_view(q, call.heads_first, kd), head_view(q_out, call.heads_first, kd)},
+      {head_view(k, call.heads_first, kd), head_view(k_out, call.heads_first, kd)}};
+  if (!call.dtype) {
+    // The scalar path has no overlap check of its own. Out of place its outputs are fresh;
+    // in place, q and k are its outputs and must not share memory, within or between them.
+    if (q_out.is_same(q)) {
+      for (const auto& [name, x] : {std::pair<const char*, const Tensor&>{"q", q}, {"k", k}})
+        TORCH_CHECK_VALUE(at::has_internal_overlap(x) == at::MemOverlap::No, name,
+                          " has elements that share memory (an expanded or stride-0 view); "
+                          "it cannot be rotated in place");
+      TORCH_CHECK_VALUE(!q.storage().is_alias_of(k.storage()),
+                        "float64 q and k share one storage; in place they must be separate tensors "
+                        "(or rotate out of place)");
+    }
+    for (const cr::RotaryTarget& t : targets) rotate_double(view, t.in, t.out, call.pairing, backward);
+    return;
+  }
+  cr::RotaryParams params;
+  params.pairing = call.pairing;
+  params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
+  params.threads = kernel_threads();
+  cr::rotate(view, targets, params);
+}
+
 std::tuple<Tensor, Tensor> rotary_apply_cpu(const Tensor& q, const Tensor& k, const Tensor& table,
-                                            const std::string& pairing_text,
-                                            const std::string& qk_layout, bool backward) {
+                                            const std::string& pairing, const std::string& qk_layout,
+                                            bool backward) {
   return guarded([&] {
-    const cr::Pairing pairing = cr::parse_pairing(pairing_text);
-    const QkLayout layout = parse_qk_layout(qk_layout);
-    require_cpu(q, "q");
-    require_cpu(k, "k");
-    require_cpu(table, "table");
-    TORCH_CHECK_VALUE(table.dim() == 3 && table.scalar_type() == at::kFloat,
-                      "table must be float32 [batch, seq_len, rotary_dim] (from rotary_table), got ",
-                      table.scalar_type(), " ", shape_of(table));
-    const char* dims = layout.heads_first ? "[batch, heads, seq_len, head_dim]"
-                                          : "[batch, seq_len, heads, head_dim]";
-    TORCH_CHECK_VALUE(q.dim() == 4, "q must be 4-D ", dims, " (qk_layout ", qk_layout,
-                      "), got shape ", shape_of(q));
-    TORCH_CHECK_VALUE(k.dim() == 4, "k must be 4-D ", dims, " (qk_layout ", qk_layout,
-                      "), got shape ", shape_of(k));
-    TORCH_CHECK_VALUE(q.scalar_type() == k.scalar_type(), "q is ", q.scalar_type(), " but k is ",
-                      k.scalar_type(), " (rotate one dtype per call)");
-    std::optional<cr::DType> dtype;
-    switch (q.scalar_type()) {
-      case at::kFloat: dtype = cr::DType::float32; break;
-      case at::kBFloat16: dtype = cr::DType::bfloat16; break;
-      case at::kHalf: dtype = cr::DType::float16; break;
-      case at::kDouble: break;
-      default:
-        C10_THROW_ERROR(ValueError, "q and k must be float32, bfloat16, float16 or float64, got " +
-                                        std::string(c10::toString(q.scalar_type())));
-    }
-    TORCH_CHECK_VALUE(table.size(2) >= 2 && table.size(2) <= 1024 && table.size(2) % 2 == 0,
-                      "table's last dimension (the rotary dim) is ", table.size(2),
-                      "; it must be even and in 2..1024");
-    // Sizes against the table, in the caller's dimension order (the kernels would report
-    // them in theirs, [batch, seq, heads, head_dim]).
-    const int seq_dim = layout.heads_first ? 2 : 1;
-    for (const auto& [name, x] : {std::pair<const char*, const Tensor&>{"q", q}, {"k", k}}) {
-      TORCH_CHECK_VALUE(x.size(0) == table.size(0) && x.size(seq_dim) == table.size(1), name,
-                        " has shape ", shape_of(x), " (", qk_layout, "): batch ", x.size(0),
-                        " and seq_len ", x.size(seq_dim), ", but the table was built for batch ",
-                        table.size(0), " and seq_len ", table.size(1));
-      TORCH_CHECK_VALUE(x.size(3) >= table.size(2), name, " has head_dim ", x.size(3),
-                        ", smaller than the table's rotary dim ", table.size(2));
-    }
-    const Tensor values = table.contiguous();
-    const cr::RotaryTableView view{values.data_ptr<float>(), values.size(0), values.size(1),
-                                   static_cast<int>(values.size(2))};
+    const cr::torch_ops::RotaryCall call = cr::torch_ops::check_rotary_apply(q, k, table, pairing, qk_layout);
     // empty_like keeps a dense input's strides (HF's transposed q stays transposed), so the
     // output is written in the order the input is read.
     Tensor q_out = at::empty_like(q);
     Tensor k_out = at::empty_like(k);
     prefer_huge_pages(q_out);
     prefer_huge_pages(k_out);
-    // float64 has no kernel dtype; its views only carry shapes and strides to the scalar path.
-    const cr::DType kd = dtype.value_or(cr::DType::float32);
-    const cr::RotaryTarget targets[] = {{head_view(q, layout, kd), head_view(q_out, layout, kd)},
-                                        {head_view(k, layout, kd), head_view(k_out, layout, kd)}};
-    if (!dtype) {
-      for (const cr::RotaryTarget& t : targets) rotate_double(view, t.in, t.out, pairing, backward);
-      return std::make_tuple(q_out, k_out);
-    }
-    // Everything the kernels would reject about q and k is checked above in the caller's
-    // terms; outputs are fresh, dense and disjoint, so they pass the kernels' checks.
-    cr::RotaryParams params;
-    params.pairing = pairing;
-    params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
-    params.threads = kernel_threads();
-    cr::rotate(view, targets, params);
+    rotate_cpu(call, table, q, k, q_out, k_out, backward);
     return std::make_tuple(q_out, k_out);
   });
 }
 
-std::tuple<Tensor, Tensor> call_rotary_apply(const Tensor& q, const Tensor& k, const Tensor& table,
-                                             const std::string& pairing, const std::string& qk_layout,
-                                             bool backward) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("circlerope::rotary_apply", "")
-                             .typed<decltype(rotary_apply_cpu)>();
-  return op.call(q, k, table, pairing, qk_layout, backward);
-}
-
-class RotaryFunction : public torch::autograd::Function<RotaryFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const Tensor& q, const Tensor& k,
-                                                const Tensor& table, const std::string& pairing,
-                                                const std::string& qk_layout, bool backward) {
-    // A table built under torch.inference_mode() cannot be saved for backward; a copy can.
-    ctx->save_for_backward({table.is_inference() ? table.clone() : table});
-    ctx->saved_data["pairing"] = pairing;
-    ctx->saved_data["qk_layout"] = qk_layout;
-    ctx->saved_data["backward"] = backward;
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [q_out, k_out] = call_rotary_apply(q, k, table, pairing, qk_layout, backward);
-    return {q_out, k_out};
-  }
-
-  // The rotation is linear in q and k with an orthogonal matrix per pair, so its
-  // vector-Jacobian product is the inverse rotation: the same op with -phi.
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const Tensor table = ctx->get_saved_variables()[0];
-    auto [grad_q, grad_k] = call_rotary_apply(
-        grads[0], grads[1], table, ctx->saved_data["pairing"].toStringRef(),
-        ctx->saved_data["qk_layout"].toStringRef(), !ctx->saved_data["backward"].toBool());
-    return {grad_q, grad_k, Tensor(), Tensor(), Tensor(), Tensor()};
-  }
-};
-
-std::tuple<Tensor, Tensor> rotary_apply_autograd(const Tensor& q, const Tensor& k,
-                                                 const Tensor& table, const std::string& pairing,
-                                                 const std::string& qk_layout, bool backward) {
-  auto out = RotaryFunction::apply(q, k, table, pairing, qk_layout, backward);
-  return std::make_tuple(out[0], out[1]);
+void rotary_apply_inplace_cpu(const Tensor& q, const Tensor& k, const Tensor& table,
+                              const std::string& pairing, const std::string& qk_layout, bool backward) {
+  guarded([&] {
+    const cr::torch_ops::RotaryCall call = cr::torch_ops::check_rotary_apply(q, k, table, pairing, qk_layout);
+    rotate_cpu(call, table, q, k, q, k, backward);
+  });
 }
 
 }  // namespace
 
+// Schemas here, kernels per device below and in ops_cuda.cpp; the fake (meta) kernels and
+// the autograd formula of rotary_apply are registered from Python (circlerope/_registration.py,
+// imported by the package right after it loads this library), as PyTorch's custom-operator
+// guide has it. set_python_module names that module, so that torch imports it when a fake
+// tensor reaches an operator before the package was imported.
 TORCH_LIBRARY(circlerope, m) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  m.set_python_module("circlerope._registration");
+#else
+  m.impl_abstract_pystub("circlerope._registration");
+#endif
   m.def(
       "rope_index(Tensor input_ids, Tensor? image_grid_thw, Tensor? video_grid_thw, "
       "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, str radius, "
       "float alpha, bool move_to_origin, float dff_rate, str move_to_positive, int spatial_merge_size, "
       "float tokens_per_second, int vision_start_token_id, int image_token_id, "
-      "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)",
-      &rope_index);
+      "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)");
   m.def("rotary_table(Tensor position_ids, int rotary_dim, int[] sections, float theta, "
-        "str layout) -> Tensor",
-        &rotary_table);
+        "str layout) -> Tensor");
   m.def("rotary_apply(Tensor q, Tensor k, Tensor table, str pairing, str qk_layout, "
         "bool backward) -> (Tensor, Tensor)");
+  m.def("rotary_apply_(Tensor(a!) q, Tensor(b!) k, Tensor table, str pairing, str qk_layout, "
+        "bool backward) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(circlerope, CPU, m) { m.impl("rotary_apply", &rotary_apply_cpu); }
-
-TORCH_LIBRARY_IMPL(circlerope, Autograd, m) { m.impl("rotary_apply", &rotary_apply_autograd); }
+TORCH_LIBRARY_IMPL(circlerope, CPU, m) {
+  m.impl("rope_index", &rope_index);
+  m.impl("rotary_table", &rotary_table);
+  m.impl("rotary_apply", &rotary_apply_cpu);
+  m.impl("rotary_apply_", &rotary_apply_inplace_cpu);
+}

@@ -18,8 +18,7 @@ Everything runs through torch.ops.circlerope (the C++ operators); invalid input 
 ValueError with the core's message. Positions are computed on the CPU (and returned on
 input_ids' device). Tables and rotation run on the CPU, and on CUDA tensors when the operator
 library was built with the CUDA kernels against a CUDA libtorch (has_cuda_kernels()). CPU
-kernel threads follow torch.get_num_threads(), which Debian's torch starts at 1: call
-torch.set_num_threads().
+kernel threads follow torch.get_num_threads(): set it with torch.set_num_threads().
 """
 
 from __future__ import annotations
@@ -56,6 +55,10 @@ def _load_operators() -> None:
 
 _load_operators()
 _ops = torch.ops.circlerope
+
+from . import _registration  # noqa: E402  (fake kernels and autograd: needs the operators loaded)
+
+_registration.register()
 
 
 def _operators_have_cuda() -> bool:
@@ -393,17 +396,29 @@ def _check_device(*tensors: Tensor) -> None:
 
 
 def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
-                 qk_layout: str = "bhsd") -> Tuple[Tensor, Tensor]:
+                 qk_layout: str = "bhsd", inplace: bool = False) -> Tuple[Tensor, Tensor]:
     """Rotates q and k by a table from rotary_table (differentiable in q and k).
 
     qk_layout: "bhsd" ([batch, heads, seq, head_dim], Hugging Face after transpose(1, 2); any
     strides) or "bshd". q and k may have different head counts (GQA); head_dim may exceed
     the rotary dim (the rest passes through). dtypes: float32, bfloat16, float16 (fused
     kernels, float32 math) and float64 (a scalar path, for gradcheck).
+
+    inplace=True writes the result into q and k themselves and returns them (no new memory;
+    for inference: it has no gradient, and refuses inputs that need one).
     """
     _check_device(q, k, table)
     # the operator reads both names; a non-string would be torch's RuntimeError
-    return _ops.rotary_apply(q, k, table, _text(pairing, "pairing"), _text(qk_layout, "qk_layout"), False)
+    pairing, qk_layout = _text(pairing, "pairing"), _text(qk_layout, "qk_layout")
+    if not isinstance(inplace, bool):
+        raise ValueError(f"inplace must be True or False, got {_shown(inplace)}")
+    if inplace:
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+            raise ValueError("apply_rotary(inplace=True) has no gradient, and q or k requires one; rotate "
+                             "out of place (inplace=False) for training, or run under torch.no_grad()")
+        _ops.rotary_apply_(q, k, table, pairing, qk_layout, False)
+        return q, k
+    return _ops.rotary_apply(q, k, table, pairing, qk_layout, False)
 
 
 def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16, 24, 24),
@@ -415,9 +430,28 @@ def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16,
     to share one table across the layers of a forward pass."""
     if _CUDA_KERNELS and isinstance(q, torch.Tensor) and q.device.type == "cuda":
         position_ids = _tensor(position_ids, "position_ids").to(q.device)  # the table is built there
-    table = rotary_table(position_ids, RotaryConfig(sections=sections, theta=theta, layout=layout,
-                                                    rotary_dim=rotary_dim, pairing=pairing))
+    position_ids = _tensor(position_ids, "position_ids", required=True)
+    if position_ids.dim() == 2:
+        position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
+    theta_, dim, layout_, sections_ = _rotary_args(
+        tuple(sections) if isinstance(sections, list) else sections, theta, layout, rotary_dim, pairing)
+    table = _ops.rotary_table(_table_device(position_ids), dim, sections_, theta_, layout_)
     return apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
+
+
+def _rotary_args(sections, theta, layout, rotary_dim, pairing) -> tuple:
+    """RotaryConfig's operator arguments (theta, rotary_dim, layout, sections) for these values.
+    Eagerly the core checks them here. torch.compile cannot trace the core (_core), so while
+    compiling the plain values go to the operator, whose fake kernel checks them with the core
+    when the graph is traced and whose kernel checks them again when it runs."""
+    if torch.compiler.is_compiling():
+        if pairing not in ("neox", "gptj"):
+            raise ValueError(f"pairing must be 'neox' or 'gptj' (got {_shown(pairing)})")
+        sections = [int(x) for x in sections]
+        dim = rotary_dim if rotary_dim is not None else 2 * sum(sections)
+        return float(theta), int(dim), layout, sections
+    return RotaryConfig(sections=sections, theta=theta, layout=layout, rotary_dim=rotary_dim,
+                        pairing=pairing)._args()
 
 
 def cos_sin(table: Tensor, pairing: str = "neox") -> Tuple[Tensor, Tensor]:

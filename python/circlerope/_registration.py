@@ -1,0 +1,86 @@
+"""Fake (meta) kernels and the autograd formula of the torch.ops.circlerope operators.
+
+The operators' schemas and device kernels are C++ (torch/ops.cpp, torch/ops_cuda.cpp); what
+PyTorch's custom-operator API takes from Python is registered here, so that fake tensors,
+torch.compile, torch.export and torch.library.opcheck see each operator's output shapes and
+dtypes without running it, and autograd runs through the supported API
+(torch.library.register_autograd). The package imports this module right after it loads the
+operator library; the library names it too (set_python_module), so torch imports it when a
+fake tensor reaches an operator first.
+
+Output shapes depend only on input shapes: rope_index gives float32 [3, batch, seq_len] and
+[batch, 1], rotary_table float32 [batch, seq_len, rotary_dim], rotary_apply tensors shaped
+and strided like q and k. The value checks stay in C++ and run when the operator runs.
+"""
+import torch
+
+_REGISTERED = False
+
+
+def _rope_index_fake(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                     scheme, radius, alpha, move_to_origin, dff_rate, move_to_positive, spatial_merge_size,
+                     tokens_per_second, vision_start_token_id, image_token_id, video_token_id, time,
+                     compat="none"):
+    torch._check(input_ids.dim() == 2, lambda: f"input_ids must have 2 dimensions, got {input_ids.dim()}")
+    batch, seq_len = input_ids.shape
+    positions = input_ids.new_empty((3, batch, seq_len), dtype=torch.float32)
+    deltas = input_ids.new_empty((batch, 1), dtype=torch.float32)
+    return positions, deltas
+
+
+def _rotary_table_fake(position_ids, rotary_dim, sections, theta, layout):
+    # The settings are constants of the graph: checked here, at trace time, by the core's
+    # grammar, as the kernel checks them when it runs (a compiled caller skips RotaryConfig).
+    from . import _core
+    _core.rotary_config(tuple(sections), theta, layout, rotary_dim)
+    torch._check(position_ids.dim() == 3, lambda: "position_ids must have shape [3, batch, seq_len]")
+    return position_ids.new_empty((position_ids.shape[1], position_ids.shape[2], rotary_dim),
+                                  dtype=torch.float32)
+
+
+def _rotary_apply_fake(q, k, table, pairing, qk_layout, backward):
+    # empty_like: the CPU and CUDA kernels keep a dense input's strides too
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+def _rotary_apply_inplace_fake(q, k, table, pairing, qk_layout, backward):
+    return None
+
+
+def _rotary_apply_setup_context(ctx, inputs, output):
+    _, _, table, pairing, qk_layout, backward = inputs
+    # A table built under torch.inference_mode() cannot be saved for backward; a copy can.
+    ctx.save_for_backward(table.clone() if table.is_inference() else table)
+    ctx.pairing, ctx.qk_layout, ctx.backward = pairing, qk_layout, backward
+
+
+def _rotary_apply_backward(ctx, grad_q, grad_k):
+    # The rotation is linear in q and k with an orthogonal matrix per pair, so its
+    # vector-Jacobian product is the inverse rotation: the same operator with -phi. It is
+    # differentiable itself, so double backward works. No gradient for the table: positions
+    # are indices, not parameters.
+    (table,) = ctx.saved_tensors
+    gq, gk = torch.ops.circlerope.rotary_apply(grad_q, grad_k, table, ctx.pairing, ctx.qk_layout,
+                                               not ctx.backward)
+    return gq, gk, None, None, None, None
+
+
+def register() -> None:
+    """Registers the fake kernels and the autograd formula once per process."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    library = torch.library
+    library.register_fake("circlerope::rope_index")(_rope_index_fake)
+    library.register_fake("circlerope::rotary_table")(_rotary_table_fake)
+    library.register_fake("circlerope::rotary_apply")(_rotary_apply_fake)
+    library.register_fake("circlerope::rotary_apply_")(_rotary_apply_inplace_fake)
+    library.register_autograd("circlerope::rotary_apply", _rotary_apply_backward,
+                              setup_context=_rotary_apply_setup_context)
+    _REGISTERED = True
+
+
+# Imported by torch through set_python_module (a fake tensor reached an operator before
+# `import circlerope`): load the operators' package, which calls register().
+if not _REGISTERED:
+    import circlerope  # noqa: F401  (its import registers everything)
