@@ -12,7 +12,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
           bochs bochsbios vgabios  # tests/avx512_emulator (AVX-512 paths under Bochs)
-          clang-14 libclang-rt-14-dev)  # the libFuzzer targets of tests/fuzz (scripts/test.sh, scripts/fuzz.sh)
+          clang-14 libclang-rt-14-dev  # the libFuzzer targets of tests/fuzz (scripts/test.sh, scripts/fuzz.sh)
+          ccache)  # scripts/test.sh compiles through it: a rerun recompiles only what changed
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,19 +1,36 @@
 #!/usr/bin/env bash
-# Set-up + every test: a Release build (unit, golden, CLI, C API, install
-# consumer, benchmark smoke run), then the same suite under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then the libFuzzer targets of tests/fuzz (clang 14, ASan + UBSan)
-# for CIRCLEROPE_FUZZ_SECONDS each (default 30).
+# Set-up + every test:
+#  1. a Release build (unit, golden, CLI, C API, install consumer, benchmark smoke run, the
+#     experiment's tests) against the torch of .venv/;
+#  2. the Python package as a user installs it: `pip install --no-build-isolation .` into a
+#     new venv that holds only torch (and pytest), then the Python suite against that
+#     installed package, not the build tree;
+#  3. the C++ and Python suites under AddressSanitizer + UndefinedBehaviorSanitizer;
+#  4. the libFuzzer targets of tests/fuzz (clang 14, ASan + UBSan) for
+#     CIRCLEROPE_FUZZ_SECONDS each (default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
+# Every compile goes through ccache (its cache is ~/.cache/ccache, kept between runs on a
+# machine): the package build of stage 2 reuses stage 1's objects, and a rerun after a small
+# change recompiles only what changed. CMake reads these variables; CCACHE_DISABLE=1 turns it off.
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+fi
 
 echo "== Release build and tests"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$jobs"
-ctest --test-dir build/release --output-on-failure -j "$jobs"
+# The Python suite runs in stage 2 against the installed package, and in stage 3 from the
+# sanitizer tree; here it would be a third run of the same tests.
+ctest --test-dir build/release --output-on-failure -j "$jobs" -E '^python_tests$'
 
 echo "== (release: ${SECONDS} s so far)"
+echo "== pip install --no-build-isolation . into a venv with only torch, then the Python suite on it"
+scripts/package_test.sh
+echo "== (package: ${SECONDS} s so far)"
+
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCIRCLEROPE_SANITIZE=ON >/dev/null
 cmake --build build/sanitize -j "$jobs"
@@ -25,7 +42,7 @@ echo "== clang: ASan + UBSan + libFuzzer targets, ${CIRCLEROPE_FUZZ_SECONDS:-30}
 # tree with the C++ suites doubled this script's time on the shared 2-core machine. The whole
 # tree builds and passes with clang 14 too: CC=clang-14 CXX=clang++-14 cmake -B build/clang.
 CC=clang-14 CXX=clang++-14 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCIRCLEROPE_SANITIZE=ON -DCIRCLEROPE_FUZZ=ON -DCIRCLEROPE_BUILD_BENCH=OFF \
+  -DCIRCLEROPE_SANITIZE=ON -DCIRCLEROPE_FUZZ=ON -DCIRCLEROPE_BUILD_BENCH=OFF -DCIRCLEROPE_BUILD_TORCH=OFF \
   -DCIRCLEROPE_FUZZ_SECONDS="${CIRCLEROPE_FUZZ_SECONDS:-30}" >/dev/null
 cmake --build build/fuzz -j "$jobs" --target circlerope_fuzz_request circlerope_fuzz_layout \
   circlerope_fuzz_c_positions circlerope_fuzz_c_kernels

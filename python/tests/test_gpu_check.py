@@ -14,8 +14,8 @@ import torch
 
 SOURCE_DIR = os.environ.get("CIRCLEROPE_SOURCE_DIR",
                             os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-# the CLI sits at the top of the build tree (python_tests' environment names it)
-BUILD_DIR = os.path.dirname(os.environ["CIRCLEROPE_CLI"]) if "CIRCLEROPE_CLI" in os.environ else None
+# the build tree (python_tests' environment names it; an installed package has none)
+BUILD_DIR = os.environ.get("CIRCLEROPE_BUILD_DIR")
 SCRIPT = os.path.join(SOURCE_DIR, "scripts", "gpu_check.sh")
 
 
@@ -43,8 +43,7 @@ def test_dry_run_runs_every_cpu_part_and_says_why_the_rest_is_skipped(tmp_path):
     # the CMake command of the GPU build, formed from this torch
     would = steps["build"]["would_run"]
     assert "-DCIRCLEROPE_CUDA=ON" in would and "-DCIRCLEROPE_BUILD_TORCH=ON" in would
-    abi = int(torch.compiled_with_cxx11_abi())
-    assert f"-DCMAKE_CXX_FLAGS=-D_GLIBCXX_USE_CXX11_ABI={abi}" in would
+    assert f"-DCIRCLEROPE_PYTHON={sys.executable}" in would  # torch's paths and ABI flag come from it
     if os.path.exists(os.path.join(BUILD_DIR, "tests", "cuda", "circlerope_cuda_tests")):
         assert steps["cuda_tests"]["status"] == "pass"
         assert "no CUDA device" in steps["cuda_tests"]["reason"]
