@@ -43,7 +43,7 @@ def qk(seq, dtype, layout="bhsd", batch=2, hq=4, hk=2, head_dim=64, generator=No
 # ----------------------------------------------------------------- opcheck ---
 
 def test_opcheck_rope_index():
-    for scheme, compat in (("circle", "none"), ("mrope", "none"), ("mrope", "hf-5.3"), ("vanilla", "none")):
+    for scheme, compat in (("circle", "none"), ("mrope", "hf-5.3")):
         ids, grids, mask = request(pad_left=2)
         torch.library.opcheck(OPS.rope_index.default, rope_index_args(ids, grids, mask, scheme, compat))
     ids = torch.tensor([[5, 6, 7]])  # text only, no mask
