@@ -2,6 +2,8 @@
 registration checked by torch.library.opcheck on every operator; torch.compile(fullgraph=True)
 of modules built on apply_rotary and RotaryEmbedding, with static and dynamic sequence
 lengths, against eager; shapes through FakeTensorMode; the in-place rotation."""
+import os
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -181,6 +183,9 @@ def test_compiled_attention_equals_eager_bit_for_bit(dynamic):
             assert torch.equal(a, b)
 
 
+@pytest.mark.skipif(os.environ.get("CIRCLEROPE_SANITIZED") == "1",
+                    reason="sanitizer tree: Inductor's compiler subprocesses would inherit the ASan preload "
+                           "(scripts/package_test.sh runs this test)")
 def test_compiled_inductor_matches_eager_within_float32_rounding():
     # Inductor may fuse the projections' surrounding arithmetic differently; the operator
     # itself runs the same kernel, so the results agree to float32 rounding.
