@@ -335,10 +335,26 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
     finally:
         stop.set()
         progress.close()
+        exited = True
         for p in procs:
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
+                exited = False
+    if exited:
+        # The loops above end when no worker is alive, but a worker's last event can still be
+        # in the pipe after it exited (a driver busy saving, or descheduled, reads it late):
+        # read what is left so that no finished or interrupted run is lost. Only when every
+        # worker ended by itself: a terminated one may have left half a message.
+        try:
+            while True:
+                ev = events.get_nowait()
+                if ev[0] == "done" and ev[1] not in results:
+                    results[ev[1]] = ev[2]
+        except queue.Empty:
+            pass
+        except KeyboardInterrupt:
+            interrupted = True
     return not interrupted
 
 

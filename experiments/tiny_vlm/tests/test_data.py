@@ -157,15 +157,17 @@ def test_a_single_question_type_never_hangs():
     # adjacent objects; the generator used to retry the same image forever.
     import signal
 
+    # A hang is a busy loop: bounded by this process's CPU time (ITIMER_VIRTUAL), not by the
+    # wall clock, which a loaded machine stretches. The 30 examples need ~0.02 CPU-s.
     def too_slow(signum, frame):
-        raise TimeoutError("make_example did not return")
-    old = signal.signal(signal.SIGALRM, too_slow)
-    signal.alarm(20)
+        raise TimeoutError("make_example did not return within 20 CPU-s")
+    old = signal.signal(signal.SIGVTALRM, too_slow)
+    signal.setitimer(signal.ITIMER_VIRTUAL, 20)
     try:
         layout = data.Layout("x", ((6, 10),), questions=6, objects=(3, 3), mix=(1, 0, 0, 0))
         for i in range(30):
             e = data.make_example(random.Random(i), layout)
             assert [q.kind for q in e.questions] == ["neighbour"] * 6
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)

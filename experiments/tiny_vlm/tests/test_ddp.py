@@ -24,7 +24,7 @@ def test_two_process_ddp_matches_one_process(tmp_path, env):
     argv = ["micro", "--arms", "circle", "--steps", "6", "--batch", "8", "--eval-seqs", "4", "--no-plots"]
     out = tmp_path / "ddp"
     p = subprocess.run([sys.executable, *LAUNCH, "-m", "tiny_vlm", *argv, "--out", str(out)],
-                       env=env, capture_output=True, text=True, timeout=300)
+                       env=env, capture_output=True, text=True, timeout=600)  # a hang guard (~40 s idle)
     assert p.returncode == 0, p.stderr[-3000:]
     run = json.loads((out / "results.json").read_text())["runs"][0]
     assert run["world_size"] == 2 and run["steps"] == 6
