@@ -363,11 +363,16 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
     seq_len] for 1-D positions). Build it once per geometry and forward pass; every layer
     with that geometry reuses it."""
     r = _rotary(rotary, sections=sections, theta=theta, layout=layout, rotary_dim=rotary_dim)
+    return _table(position_ids, r._args())
+
+
+def _table(position_ids, args: tuple) -> Tensor:
+    """rotary_table's operator call for checked arguments (theta, rotary_dim, layout, sections)."""
     position_ids = _tensor(position_ids, "position_ids", required=True)
     if position_ids.dim() == 2:
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
-    theta_, dim, layout_, sections_ = r._args()
-    return _ops.rotary_table(_table_device(position_ids), dim, sections_, theta_, layout_)
+    theta, dim, layout, sections = args
+    return _ops.rotary_table(_table_device(position_ids), dim, sections, theta, layout)
 
 
 def _fused_device(t: Tensor) -> bool:
@@ -430,12 +435,8 @@ def apply_multimodal_rotary(q: Tensor, k: Tensor, position_ids, *, sections=(16,
     to share one table across the layers of a forward pass."""
     if _CUDA_KERNELS and isinstance(q, torch.Tensor) and q.device.type == "cuda":
         position_ids = _tensor(position_ids, "position_ids").to(q.device)  # the table is built there
-    position_ids = _tensor(position_ids, "position_ids", required=True)
-    if position_ids.dim() == 2:
-        position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
-    theta_, dim, layout_, sections_ = _rotary_args(
-        tuple(sections) if isinstance(sections, list) else sections, theta, layout, rotary_dim, pairing)
-    table = _ops.rotary_table(_table_device(position_ids), dim, sections_, theta_, layout_)
+    table = _table(position_ids, _rotary_args(
+        tuple(sections) if isinstance(sections, list) else sections, theta, layout, rotary_dim, pairing))
     return apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
 
 
