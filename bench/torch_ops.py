@@ -98,13 +98,9 @@ def loadavg():
 
 
 def installed_compat():
-    """circlerope's compat mode for the installed transformers (hf-5.3 for 5.3 and later)."""
-    try:
-        import circlerope.hf
-        return circlerope.hf.installed_compat()
-    except (ImportError, AttributeError):
-        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-        return "hf-4.49" if (major, minor) < (4, 52) else "hf-4.52" if (major, minor) < (5, 3) else "hf-5.3"
+    """circlerope's compat mode for the installed transformers (circlerope.hf.compat_for_version)."""
+    import circlerope.hf
+    return circlerope.hf.installed_compat()
 
 
 def machine_facts(threads):

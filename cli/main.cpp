@@ -111,7 +111,8 @@ struct Source {
     auto* l = app->add_option("--layout", layout, "token-free layout, e.g. text:5,image:6x6,video:4x6x6@0.5,text:4");
     r->excludes(l);
     compat_option = app->add_option("--compat", compat,
-                                    "reproduce a transformers behaviour (layouts): none, hf-4.49, hf-4.52, hf-5.3 [none]");
+                                    std::string("reproduce a transformers behaviour (layouts): ") + std::string(compat_names()) +
+                                        " [none]; docs/hf_compat.md");
   }
   bool from_request() const { return !request_path.empty(); }
 

@@ -239,7 +239,7 @@ static void test_compat_modes(void) {
   static const float t_53[6] = {0, 0, 1, 3, 5, 2};
   for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_53[s]);
   CHECK(deltas[0] == 5.0f + 1.0f - 5.0f);
-  v.compat = 7;
+  v.compat = 8;
   CHECK(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
   CHECK_MSG(contains(err, "compat"), err);
   v.compat = CRP_COMPAT_NONE;

@@ -1,8 +1,10 @@
-// The three Hugging Face transformers behaviours of get_rope_index (Compat in positions.h):
-// the golden values transformers itself returned, and one small case per quirk, each small
-// enough to check on paper.
+// The Hugging Face transformers behaviours of get_rope_index (Compat in positions.h,
+// docs/hf_compat.md): the golden values of ../shared/golden, what the real releases returned
+// (tests/data/hf_mrope_releases.json, written by scripts/hf_matrix.sh --record), and one small
+// case per quirk, each small enough to check on paper.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -30,9 +32,85 @@ TEST(HfCompat, CopyMatchesSharedOriginal) {
 
 TEST(HfCompat, ModeNamesRoundTrip) {
   for (Compat c : kAllCompats) EXPECT_EQ(parse_compat(to_string(c)), c);
+  std::vector<std::string> names;
+  for (Compat c : kAllCompats) names.emplace_back(to_string(c));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4",
+                                             "hf-5.6", "hf-5.18"}));
+  for (const std::string& name : names) EXPECT_NE(std::string(compat_names()).find(name), std::string::npos) << name;
+  // the former name of hf-5.6
+  EXPECT_EQ(parse_compat("hf-5.3"), Compat::hf_5_6);
+  EXPECT_EQ(Compat::hf_5_3, Compat::hf_5_6);
   EXPECT_THROW(parse_compat("hf-4.50"), Error);
   EXPECT_THROW(parse_compat("HF-4.49"), Error);
+  EXPECT_THROW(parse_compat("hf-5.3-5.5"), Error);
   EXPECT_THROW(parse_compat(""), Error);
+}
+
+TEST(HfCompat, WhatEachModeDoes) {
+  for (Compat c : kAllCompats) {
+    const bool v5_2_on = c != Compat::none && c != Compat::hf_4_49 && c != Compat::hf_4_52;
+    EXPECT_EQ(compat_pads_with_zero(c), v5_2_on) << to_string(c);
+    EXPECT_EQ(compat_deltas_count_real_tokens(c), v5_2_on && c != Compat::hf_5_2) << to_string(c);
+    EXPECT_EQ(compat_continues_from_first_frame(c), compat_deltas_count_real_tokens(c)) << to_string(c);
+  }
+}
+
+// ------------------------------------------------------------ real releases ---
+
+std::string releases_file() {
+  const std::string golden = CIRCLEROPE_HF_GOLDEN_FILE;
+  return golden.substr(0, golden.find_last_of('/') + 1) + "hf_mrope_releases.json";
+}
+
+// What every release of scripts/hf_matrix.sh returned on the fixed requests, per mode: ours is
+// the same, or refused where transformers raised.
+TEST(HfReleases, EveryReleaseOutputIsReproducedByItsMode) {
+  const std::string text = slurp(releases_file());
+  ASSERT_FALSE(text.empty()) << releases_file() << " is missing (scripts/hf_matrix.sh --record writes it)";
+  const json doc = json::parse(text);
+  std::vector<std::string> modes;
+  for (const auto& [mode, versions] : doc["releases"].items()) {
+    modes.push_back(mode);
+    EXPECT_FALSE(versions.empty()) << mode;
+  }
+  // every behaviour of positions.h's table was run
+  for (Compat c : kAllCompats) {
+    if (c != Compat::none) {
+      EXPECT_NE(std::find(modes.begin(), modes.end(), std::string(to_string(c))), modes.end()) << to_string(c);
+    }
+  }
+  int checked = 0, refused = 0;
+  for (const json& c : doc["cases"]) {
+    for (const auto& [mode, expected] : c["expected"].items()) {
+      SCOPED_TRACE(c["name"].get<std::string>() + " " + mode);
+      auto request = cli::parse_request(c["request"]);
+      request.vision.compat = parse_compat(mode);
+      if (expected.contains("error")) {
+        EXPECT_THROW(rope_index(request.input(), request.vision, request.geometry), Error)
+            << "transformers raised " << expected["error"];
+        ++refused;
+        continue;
+      }
+      EXPECT_EQ(expected["dtype"], (json{"torch.int64", "torch.int64"}));
+      const Positions p = rope_index(request.input(), request.vision, request.geometry);
+      int mismatches = 0;
+      for (int axis = 0; axis < 3; ++axis)
+        for (int64_t b = 0; b < p.batch; ++b)
+          for (int64_t s = 0; s < p.seq_len; ++s) {
+            const auto e = expected["position_ids"][axis][b][s].get<int64_t>();
+            if (static_cast<double>(e) != p.at(axis, b, s) && ++mismatches <= 5)
+              ADD_FAILURE() << "axis " << axis << " row " << b << " token " << s << ": transformers " << e
+                            << ", ours " << p.at(axis, b, s);
+          }
+      EXPECT_EQ(mismatches, 0);
+      for (int64_t b = 0; b < p.batch; ++b)
+        EXPECT_EQ(static_cast<double>(expected["rope_deltas"][b].get<int64_t>()), p.rope_deltas[static_cast<size_t>(b)])
+            << "row " << b;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 100);
+  EXPECT_GE(refused, 1);  // 5.3-5.5.3 running out of second_per_grid_ts
 }
 
 // Every case in every mode equals what transformers returned, exactly (integers).
@@ -186,10 +264,12 @@ TEST(HfCompat, DecodeRuleOfEachModeAfterLeftAndRightPadding) {
       const Positions p = c->run(mode);
       const std::vector<float> next = next_positions(p, 2);
       ASSERT_EQ(next.size(), 6u);
-      if (mode == Compat::hf_5_3) {
-        // last prompt position (3) + 1, whatever the padding
-        EXPECT_EQ(next[0], 4.0f) << to_string(mode);
-        EXPECT_EQ(next[1], 5.0f) << to_string(mode);
+      if (compat_deltas_count_real_tokens(mode)) {
+        // the row's maximum + 1, whatever the padding: 3 + 1, but hf-5.3-5.5.3 puts the image
+        // at temporal 2 * tokens_per_second = 4 (rule (B))
+        const float top = mode == Compat::hf_5_3_to_5_5_3 ? 4.0f : 3.0f;
+        EXPECT_EQ(next[0], top + 1.0f) << to_string(mode);
+        EXPECT_EQ(next[1], top + 2.0f) << to_string(mode);
       } else {
         // cache position 6, 7 (the padded row's length) + delta -2
         EXPECT_EQ(next[0], 6.0f - 2.0f) << to_string(mode);
@@ -204,8 +284,11 @@ TEST(HfCompat, DecodeRulesAgreeWithoutPadding) {
   Case c = left_padded();
   c.mask.clear();
   c.ids = {kText, kText, kText, kStart, kImage, kText};
-  for (Compat mode : kAllCompats)
-    EXPECT_EQ(next_positions(c.run(mode), 3), next_positions(c.run(Compat::none), 3)) << to_string(mode);
+  // real tokens = seq_len: both rules give cache position + delta
+  for (Compat mode : kAllCompats) {
+    const Positions p = c.run(mode);
+    EXPECT_EQ(next_positions(p, 3), decode_positions(p.rope_deltas, p.seq_len, 3)) << to_string(mode);
+  }
 }
 
 // transformers' text-only branch (4.49-5.2): no grid in the batch, a mask. The padded 1s
@@ -253,6 +336,143 @@ TEST(HfCompat, AgeGeometriesKeepTheMode) {
     EXPECT_EQ(p.compat, Compat::hf_5_3);
     EXPECT_EQ(p.at(0, 0, 0), 0.0f);  // padded
   }
+}
+
+// ------------------------------------------------------------------ 5.2 ---
+
+TEST(Hf52, PadsWithZeroMeasuresThePaddedLengthAndHasNoTextOnlyBranch) {
+  const Case c = left_padded();
+  const Positions p = c.run(Compat::hf_5_2);
+  EXPECT_EQ(axis_row(p, 1), (std::vector<float>{0, 0, 0, 1, 2, 3}));
+  EXPECT_EQ(p.rope_deltas[0], 3 + 1 - 6);  // against the padded length, as 4.52
+  // no text-only branch: the padded zeros do not count in the row maximum
+  Case t;
+  t.ids = {0, 0, kText, kText, kText, kText};
+  t.mask = {0, 0, 1, 0, 0, 0};
+  t.seq = 6;
+  EXPECT_EQ(t.run(Compat::hf_5_2).rope_deltas[0], 0 + 1 - 6);
+  EXPECT_EQ(t.run(Compat::hf_4_52).rope_deltas[0], 1 + 1 - 6);
+  // frame times as 4.52 (seconds truncated), text after a video from the block's maximum
+  const Case v = half_second_video();
+  EXPECT_EQ(axis_row(v.run(Compat::hf_5_2), 0), axis_row(v.run(Compat::hf_4_52), 0));
+}
+
+TEST(Hf52, QwenTwoVlClampsItsDeltaAtZero) {
+  Case c = left_padded();
+  VisionConfig vision;
+  vision.compat = Compat::hf_5_2;
+  vision.time = TimeMode::index;  // Qwen2-VL
+  const RopeIndexInput in{c.ids, c.batch, c.seq, c.mask, c.images, c.videos, c.seconds};
+  EXPECT_EQ(rope_index(in, vision, {Scheme::mrope, {}}).rope_deltas[0], 0.0f);  // max(-2, 0)
+  vision.time = TimeMode::seconds;  // Qwen2.5-VL does not
+  EXPECT_EQ(rope_index(in, vision, {Scheme::mrope, {}}).rope_deltas[0], -2.0f);
+}
+
+// ------------------------------------------------------------- 5.3-5.5.4 ---
+
+// text, <start>, a video of 2 frames of 2 x 1 merged cells (grid 2x4x2), text; second 1.0.
+Case two_frame_video(std::vector<double> seconds = {1.0}) {
+  Case c;
+  c.ids = {kText, kStart, kVideo, kVideo, kVideo, kVideo, kText};
+  c.seq = 7;
+  c.videos = {{2, 4, 2}};
+  c.seconds = std::move(seconds);
+  return c;
+}
+
+TEST(Hf53To553, MropeBlocksAreFlatInTimeAndRowsRunAcrossFrames) {
+  const Case c = two_frame_video({1.5});
+  const Positions p = c.run(Compat::hf_5_3_to_5_5_3);
+  // anchor 2, interval tps * trunc(1.5) = 2: temporal 4 for every token of the video
+  EXPECT_EQ(axis_row(p, 0), (std::vector<float>{0, 1, 4, 4, 4, 4, 4}));
+  // heights 2 + (f * hm + r) / t for (f, r) = (0, 0), (0, 1), (1, 0), (1, 1): 2, 2, 3, 3
+  EXPECT_EQ(axis_row(p, 1), (std::vector<float>{0, 1, 2, 2, 3, 3, 4}));
+  EXPECT_EQ(axis_row(p, 2), (std::vector<float>{0, 1, 2, 2, 2, 2, 4}));
+  EXPECT_EQ(p.rope_deltas[0], 4 + 1 - 7);
+  // the fixed rule of 5.6: tau = 0, 2; rows in raster order; text after at 2 + max(2, 1)
+  const Positions fixed = c.run(Compat::hf_5_6);
+  EXPECT_EQ(axis_row(fixed, 0), (std::vector<float>{0, 1, 2, 2, 4, 4, 4}));
+  EXPECT_EQ(axis_row(fixed, 1), (std::vector<float>{0, 1, 2, 3, 2, 3, 4}));
+  // 5.5.4 places this video as 5.3-5.5.3 does
+  EXPECT_EQ(c.run(Compat::hf_5_5_4).position_ids, p.position_ids);
+  // other schemes place blocks as hf-5.6 does
+  EXPECT_EQ(c.run(Compat::hf_5_3_to_5_5_3, Scheme::circle).position_ids, c.run(Compat::hf_5_6, Scheme::circle).position_ids);
+}
+
+TEST(Hf53To553, ImagesTakeSecondsEntriesUntilTheyRunOut) {
+  // an image, then a video: under 5.3-5.5.3 the image takes second_per_grid_ts[0]
+  Case c;
+  c.ids = {kStart, kImage, kText, kStart, kVideo, kText};
+  c.seq = 6;
+  c.images = {{1, 2, 2}};
+  c.videos = {{1, 2, 2}};
+  c.seconds = {3.0};
+  EXPECT_THROW(c.run(Compat::hf_5_3_to_5_5_3), Error);  // transformers: StopIteration
+  c.seconds.clear();  // without seconds every block takes a 1: interval tps = 2
+  const Positions p = c.run(Compat::hf_5_3_to_5_5_3);
+  // start 0; image at 1, temporal 1 * 2; text at 1 + 1 = 2; start 3; video at 4, temporal 8
+  EXPECT_EQ(axis_row(p, 0), (std::vector<float>{0, 2, 2, 3, 8, 5}));
+  EXPECT_EQ(axis_row(p, 1), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  // 5.5.4: an image has no interval, the video its own entry
+  c.seconds = {3.0};
+  const Positions q = c.run(Compat::hf_5_5_4);
+  EXPECT_EQ(axis_row(q, 0), (std::vector<float>{0, 1, 2, 3, 4 * 6, 5}));
+  // without seconds there are seq_len ones, shared by the batch: 3 rows of 2 tokens hold 3
+  // images but only 2 entries
+  Case many;
+  many.batch = 2;
+  many.seq = 2;
+  many.ids = {kStart, kImage, kStart, kImage};
+  many.images = {{1, 2, 2}, {1, 2, 2}};
+  EXPECT_NO_THROW(many.run(Compat::hf_5_3_to_5_5_3));  // 2 blocks, 2 entries
+  many.batch = 3;
+  many.ids = {kStart, kImage, kStart, kImage, kStart, kImage};
+  many.images.push_back({1, 2, 2});
+  EXPECT_THROW(many.run(Compat::hf_5_3_to_5_5_3), Error);
+  EXPECT_NO_THROW(many.run(Compat::hf_5_5_4));  // images take no entry there
+}
+
+TEST(Hf53To553, QwenTwoVlHasNoInterval) {
+  Case c = two_frame_video({});
+  VisionConfig vision;
+  vision.compat = Compat::hf_5_3_to_5_5_3;
+  vision.time = TimeMode::index;
+  const RopeIndexInput in{c.ids, c.batch, c.seq, c.mask, c.images, c.videos, c.seconds};
+  const Positions p = rope_index(in, vision, {Scheme::mrope, {}});
+  EXPECT_EQ(axis_row(p, 0), (std::vector<float>{0, 1, 2, 2, 2, 2, 4}));
+}
+
+TEST(Hf53To553, LayoutsFollowRuleBToo) {
+  VisionConfig vision;
+  vision.compat = Compat::hf_5_3_to_5_5_3;
+  const Positions p = layout_positions(parse_layout("text:1,image:1x1,video:2x2x1@1.5,text:1"), vision,
+                                       {Scheme::mrope, {}});
+  // image at 1: temporal 1 * tps (an image takes a 1); the video right after it at 1 + 1 = 2,
+  // temporal 2 * tps * trunc(1.5) for both frames; the text at 2 + max(2, 1)
+  EXPECT_EQ(axis_row(p, 0), (std::vector<float>{0, 2, 2 * 2, 2 * 2, 2 * 2, 2 * 2, 4}));
+}
+
+// ----------------------------------------------------------------- 5.18 ---
+
+TEST(Hf518, FrameTimesMultiplyTokensPerSecondBySecondsFirst) {
+  // seconds 0.7 (float32 0.699999988), tokens_per_second 25, frame 6: 4.49 computes
+  // (6 * 0.7) * 25 = 104.99999 -> 104, 5.18 6 * (25 * 0.7) = 6 * 17.5 = 105, 5.6 6 * 0 * 25 = 0
+  Case c;
+  c.ids = {kStart};
+  for (int i = 0; i < 7; ++i) c.ids.push_back(kVideo);
+  c.seq = 8;
+  c.videos = {{7, 2, 2}};
+  c.seconds = {static_cast<double>(0.7f)};
+  VisionConfig vision;
+  vision.tokens_per_second = 25;
+  const RopeIndexInput in{c.ids, c.batch, c.seq, c.mask, c.images, c.videos, c.seconds};
+  auto last_frame = [&](Compat mode) {
+    vision.compat = mode;
+    return rope_index(in, vision, {Scheme::mrope, {}}).at(0, 0, 7) - 1.0f;  // minus the anchor
+  };
+  EXPECT_EQ(last_frame(Compat::hf_4_49), 104.0f);
+  EXPECT_EQ(last_frame(Compat::hf_5_18), 105.0f);
+  EXPECT_EQ(last_frame(Compat::hf_5_6), 0.0f);
 }
 
 }  // namespace

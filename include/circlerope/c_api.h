@@ -61,15 +61,21 @@ typedef struct crp_vision_config {
   int compat;             /* crp_compat: which transformers get_rope_index to reproduce */
 } crp_vision_config;
 
-/* Whose positions to reproduce exactly (positions.h, Compat): padded value, delta
- * convention, frame times, text after a video. Under CRP_COMPAT_HF_5_3 rope_deltas count
- * only a row's real tokens: decode the k-th new token of row b at (real tokens of b) + k +
+/* Whose positions to reproduce exactly (positions.h, Compat; docs/hf_compat.md): padded
+ * value, delta convention, frame times, text after a block. Under CRP_COMPAT_HF_5_3_TO_5_5_3,
+ * CRP_COMPAT_HF_5_5_4, CRP_COMPAT_HF_5_6 and CRP_COMPAT_HF_5_18 rope_deltas count only a
+ * row's real tokens: decode the k-th new token of row b at (real tokens of b) + k +
  * rope_deltas[b]; every other mode decodes at cache position + rope_deltas[b]. */
 typedef enum crp_compat {
   CRP_COMPAT_NONE = 0,    /* this project (equals transformers 4.49-4.51 for M-RoPE) */
   CRP_COMPAT_HF_4_49 = 1, /* transformers 4.49-4.51, Qwen's own code */
-  CRP_COMPAT_HF_4_52 = 2, /* transformers 4.52-5.2 */
-  CRP_COMPAT_HF_5_3 = 3   /* transformers 5.3 and later */
+  CRP_COMPAT_HF_4_52 = 2, /* transformers 4.52-5.1 */
+  CRP_COMPAT_HF_5_6 = 3,  /* transformers 5.6-5.17 */
+  CRP_COMPAT_HF_5_3 = 3,  /* the former name of CRP_COMPAT_HF_5_6 */
+  CRP_COMPAT_HF_5_2 = 4,  /* transformers 5.2 */
+  CRP_COMPAT_HF_5_3_TO_5_5_3 = 5, /* transformers 5.3-5.5.3 */
+  CRP_COMPAT_HF_5_5_4 = 6, /* transformers 5.5.4 */
+  CRP_COMPAT_HF_5_18 = 7  /* transformers 5.18 and later */
 } crp_compat;
 
 typedef struct crp_rope_index_input {
@@ -106,7 +112,8 @@ crp_status crp_circle_config_set(crp_circle_config* config, const char* key, con
                                  char* error, size_t error_size);
 /* spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
  * video_token_id (integers / numbers as text), time ("seconds" or "index"), compat ("none",
- * "hf-4.49", "hf-4.52", "hf-5.3"). */
+ * "hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6" (also read as
+ * "hf-5.3"), "hf-5.18"; crp_compat). */
 crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 /* "vanilla", "unordered", "mrope", "circle" -> a crp_scheme value. */

@@ -108,7 +108,7 @@ bool boolean_option(const OptionValue& value, std::string_view name);
 void set_circle_option(CircleConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
 // spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
-// video_token_id, time, compat (none | hf-4.49 | hf-4.52 | hf-5.3; positions.h). (validate() still checks that the three ids are distinct.)
+// video_token_id, time, compat (compat_names(): none | hf-4.49 | ... | hf-5.18; positions.h). (validate() still checks that the three ids are distinct.)
 void set_vision_option(VisionConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
 // theta, rotary_dim, layout, sections. (validate() checks rotary_dim against the sections.)

@@ -91,27 +91,64 @@ struct Geometry {
 // ------------------------------------------------ Hugging Face behaviours ---
 
 // Whose positions to reproduce exactly, quirks included. M-RoPE positions of
-// Hugging Face transformers' `get_rope_index` differ between versions; a model
-// fine-tuned under one needs that one's positions. Under `circle` and the other
-// schemes a mode changes only what that version does around the vision blocks
-// (padding value, delta convention, frame times, text after a video).
+// Hugging Face transformers' `get_rope_index` differ between releases; a model
+// fine-tuned under one needs that one's positions. Each mode is one behaviour, named by the
+// first release that has it, and was compared with every release of its range listed in
+// docs/hf_compat.md (scripts/hf_matrix.sh). s is second_per_grid_t, tps tokens_per_second,
+// S the padded row length, n the row's real (unmasked) tokens, c the block's anchor, m the
+// merge size.
 //
-//   mode     transformers      padded  rope_delta            frame time tau(f)          text after a video
-//   none     (this project)    1       max + 1 - S           trunc(f*s*tps) in float32  max of the block + 1
-//   hf-4.49  4.49-4.51, Qwen   1       max + 1 - S (*)       trunc(f*s*tps) in float32  max of the block + 1
-//   hf-4.52  4.52-5.2          1       max + 1 - S (*)       f*trunc(s)*tps             max of the block + 1
-//   hf-5.3   5.3 and later     0       max + 1 - real tokens f*trunc(s)*tps             max of frame 0 + 1
+//   mode          releases        padded  rope_delta      video frame time tau(f)       text after a block
+//   none          (this project)  1       max + 1 - S     trunc(f*s*tps), float32       max of the block + 1
+//   hf-4.49       4.49-4.51       1       max + 1 - S (*) trunc(f*s*tps), float32       max of the block + 1
+//   hf-4.52       4.52-5.1        1       max + 1 - S (*) f*trunc(s)*tps                max of the block + 1
+//   hf-5.2        5.2             0       max + 1 - S (Q) f*trunc(s)*tps                max of the block + 1
+//   hf-5.3-5.5.3  5.3-5.5.3       0       max + 1 - n     (B) below                     c + max(h, w)/m
+//   hf-5.5.4      5.5.4           0       max + 1 - n     (B) below                     c + max(h, w)/m
+//   hf-5.6        5.6-5.17        0       max + 1 - n     f*trunc(s)*tps                c + max(h, w)/m
+//   hf-5.18       5.18 and later  0       max + 1 - n     trunc(f*(tps*s)), float32     c + max(h, w)/m
 //
-// (*) A batch without any grid takes transformers' text-only branch, where the
-// padded 1s count in the row maximum: a padded row with one real token gets
-// 2 - S, not 1 - S. S is the padded row length; "real tokens" the unmasked ones.
-enum class Compat { none, hf_4_49, hf_4_52, hf_5_3 };
-inline constexpr std::array<Compat, 4> kAllCompats = {Compat::none, Compat::hf_4_49,
-                                                      Compat::hf_4_52, Compat::hf_5_3};
+// "hf-5.3" is still read, as the name of hf-5.6 (this project called the rule of 5.6-5.17 so
+// before it was run against the releases; 5.3-5.5.3 are hf-5.3-5.5.3).
+// (*) A batch without any grid takes transformers' text-only branch, where the padded 1s
+// count in the row maximum: a padded row with one real token gets 2 - S, not 1 - S.
+// (Q) Qwen2-VL (time = index) clamps the delta at 0 in 5.2: max(max + 1 - S, 0).
+// (B) M-RoPE blocks of 5.3-5.5.4 are placed by a rule later fixed: every token of a block gets
+//     the temporal position c * i, where i is 1 for Qwen2-VL (time = index) and, for
+//     Qwen2.5-VL, tps * trunc(s) of the next second_per_grid_ts entry; the height of the
+//     token in frame f, row r is c + (f*hm + r) / t (integer division), its width c + column.
+//     In 5.3-5.5.3 images and videos take the entries in turn, row after row (an image too
+//     gets i = tps * trunc(s); without second_per_grid_ts every entry is 1, and there are S
+//     of them); a batch whose blocks outnumber the entries is refused (transformers raises
+//     StopIteration). 5.5.4 gives images i = 1 and videos their own entry. The other
+//     schemes place blocks as hf-5.6 does under these two modes.
+// The values are the C API's crp_compat (hf_5_6 was the fourth mode, CRP_COMPAT_HF_5_3).
+enum class Compat {
+  none,
+  hf_4_49,
+  hf_4_52,
+  hf_5_6,
+  hf_5_2,
+  hf_5_3_to_5_5_3,
+  hf_5_5_4,
+  hf_5_18,
+  hf_5_3 = hf_5_6,  // the former name of hf_5_6
+};
+inline constexpr std::array<Compat, 8> kAllCompats = {Compat::none,    Compat::hf_4_49,         Compat::hf_4_52,
+                                                      Compat::hf_5_2,  Compat::hf_5_3_to_5_5_3, Compat::hf_5_5_4,
+                                                      Compat::hf_5_6,  Compat::hf_5_18};
 
-std::string_view to_string(Compat compat);  // "none", "hf-4.49", "hf-4.52", "hf-5.3"
-// Throws Error naming the text for anything else.
+// "none", "hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6", "hf-5.18".
+std::string_view to_string(Compat compat);
+// Those names, and "hf-5.3" (hf_5_6); throws Error naming the text for anything else.
 Compat parse_compat(std::string_view text);
+// The comma-separated list of the names parse_compat reads, for messages and help texts.
+std::string_view compat_names();
+
+// What a mode does (the table above), for the core and its callers.
+bool compat_pads_with_zero(Compat compat);         // padded positions 0 (5.2 on), else 1
+bool compat_deltas_count_real_tokens(Compat compat);  // max + 1 - n (5.3 on), else max + 1 - S
+bool compat_continues_from_first_frame(Compat compat);  // text after a block at c + max(h, w)/m (5.3 on)
 
 // --------------------------------------------------------- vision tokens ---
 
@@ -223,9 +260,9 @@ void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cac
 
 // The next `count` tokens of every row after the prompt, by the decode rule of the
 // behaviour that made `positions` ([3][batch][count]): cache positions seq_len ..
-// seq_len + count - 1 plus rope_delta (SPEC 1; hf-4.49, hf-4.52), or, under hf-5.3, whose
-// deltas count only real tokens, the last prompt position + 1 + k (= real tokens + k +
-// rope_delta). Both give the same positions where a row has no padding.
+// seq_len + count - 1 plus rope_delta (SPEC 1; none, hf-4.49, hf-4.52, hf-5.2), or, under the
+// modes whose deltas count only real tokens (compat_deltas_count_real_tokens: hf-5.3-5.5.3
+// on), real tokens + k + rope_delta. Both give the same positions where a row has no padding.
 std::vector<float> next_positions(const Positions& positions, int64_t count);
 
 }  // namespace circlerope

@@ -290,10 +290,11 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
 
     scheme: "circle" (Circle-RoPE), "mrope" (Qwen's M-RoPE), "vanilla" (1-D) or "unordered".
 
-    compat: reproduce a Hugging Face transformers behaviour exactly, quirks included:
-    "hf-4.49" (4.49-4.51, Qwen's code), "hf-4.52" (4.52-5.2: second_per_grid_ts truncated to
-    an integer first) or "hf-5.3" (5.3+: padded positions 0, rope_deltas against each row's
-    real tokens, text after a video continues from its first frame). Under a compat mode the
+    compat: reproduce a Hugging Face transformers release's behaviour exactly, quirks included:
+    "hf-4.49" (4.49-4.51, Qwen's code), "hf-4.52" (4.52-5.1: second_per_grid_ts truncated to
+    an integer first), "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6" (5.6-5.17; "hf-5.3" is its
+    former name) or "hf-5.18" (5.18 and later); docs/hf_compat.md lists what each differs in,
+    and circlerope.hf.compat_for_version maps a release to its mode. Under a compat mode the
     integer schemes return int64 tensors, as transformers does; Circle-RoPE stays float32.
     None or "none": this project's behaviour (equal to hf-4.49 for M-RoPE, except the delta of
     a padded one-token row in a batch without images). circlerope.hf adapts a model.
@@ -307,7 +308,7 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
     if compat is None:
         compat = "none"
     if not isinstance(compat, str):
-        raise ValueError(f"compat must be a string (none, hf-4.49, hf-4.52 or hf-5.3), got {_shown(compat)}")
+        raise ValueError(f"compat must be a string (none or an hf-... mode, docs/hf_compat.md), got {_shown(compat)}")
     c, v = _circle(circle), _vision(vision)
     position_ids, rope_deltas = _ops.rope_index(
         _cpu(input_ids), _cpu(_tensor(image_grid_thw, "image_grid_thw")),

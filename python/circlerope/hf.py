@@ -11,10 +11,15 @@ M-RoPE conventions stay):
 transformers version's `get_rope_index`. Under scheme="mrope" it returns exactly what that
 version returns (int64 positions and deltas), so a patched model computes the same logits.
 
-Compat modes (`compat=`), see circlerope.get_rope_index:
-    "hf-4.49"  transformers 4.49-4.51 (and Qwen's own code)
-    "hf-4.52"  transformers 4.52-5.2
-    "hf-5.3"   transformers 5.3 and later
+Compat modes (`compat=`), see circlerope.get_rope_index and docs/hf_compat.md; each was
+compared with the real releases of its range (scripts/hf_matrix.sh):
+    "hf-4.49"       transformers 4.49-4.51 (and Qwen's own code)
+    "hf-4.52"       transformers 4.52-5.1
+    "hf-5.2"        transformers 5.2
+    "hf-5.3-5.5.3"  transformers 5.3-5.5.3
+    "hf-5.5.4"      transformers 5.5.4
+    "hf-5.6"        transformers 5.6-5.17 ("hf-5.3", its former name, is still accepted)
+    "hf-5.18"       transformers 5.18 and later
 
 Rotation in Hugging Face's terms: `rotary_cos_sin` gives the (cos, sin) that
 Qwen2_5_VLRotaryEmbedding returns, and `apply_multimodal_rotary_pos_emb` takes them with
@@ -35,7 +40,13 @@ __all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index
            "decode_position_ids_hf", "rotary_config", "rotary_cos_sin",
            "apply_multimodal_rotary_pos_emb"]
 
-COMPAT_MODES = ("hf-4.49", "hf-4.52", "hf-5.3")
+COMPAT_MODES = ("hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6", "hf-5.18")
+# "hf-5.3" is the former name of "hf-5.6" (the rule of 5.6-5.17, which this project called
+# 5.3's before it was run against the releases); it is accepted wherever a mode is.
+_ALIASES = {"hf-5.3": "hf-5.6"}
+# Modes whose get_rope_index takes mm_token_type_ids (5.3 on) and whose deltas count only
+# each row's real tokens.
+_TOKEN_TYPE_MODES = ("hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6", "hf-5.18")
 
 Tensor = torch.Tensor
 
@@ -53,21 +64,24 @@ def _int_arg(value, name: str, low: int, high: int) -> int:
 
 def compat_for_version(version: str) -> str:
     """The compat mode that reproduces transformers `version` ("4.51.3", "4.57.0.dev0",
-    "5.3.0"): hf-4.49 below 4.52, hf-4.52 below 5.3, hf-5.3 from 5.3 on. Versions before
-    4.49 (Qwen2-VL only) share 4.49's rule but were not compared against."""
+    "5.5.4"): hf-4.49 below 4.52, hf-4.52 below 5.2, hf-5.2 for 5.2, hf-5.3-5.5.3 from 5.3
+    to 5.5.3, hf-5.5.4 for 5.5.4 (and later 5.5 patches), hf-5.6 from 5.6 to 5.17, hf-5.18
+    from 5.18 on (docs/hf_compat.md). A missing patch number reads as 0; a development
+    version (5.6.0.dev0) maps with its release. Versions before 4.49 (Qwen2-VL only) share
+    4.49's rule but were not compared against."""
     if not isinstance(version, str):
         raise ValueError(f"transformers version must be a string like '4.52.0', got {version!r}")
-    match = re.match(r"^\s*(\d+)\.(\d+)", version)
+    match = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not match:
         raise ValueError(f"transformers version {version!r} is not of the form MAJOR.MINOR[...]")
-    major, minor = int(match.group(1)), int(match.group(2))
-    if (major, minor) < (4, 45):
+    release = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+    if release < (4, 45, 0):
         raise ValueError(f"transformers {version} predates Qwen2-VL's get_rope_index (4.45)")
-    if (major, minor) < (4, 52):
-        return "hf-4.49"
-    if (major, minor) < (5, 3):
-        return "hf-4.52"
-    return "hf-5.3"
+    for first, mode in (((5, 18, 0), "hf-5.18"), ((5, 6, 0), "hf-5.6"), ((5, 5, 4), "hf-5.5.4"),
+                        ((5, 3, 0), "hf-5.3-5.5.3"), ((5, 2, 0), "hf-5.2"), ((4, 52, 0), "hf-4.52")):
+        if release >= first:
+            return mode
+    return "hf-4.49"
 
 
 def installed_compat() -> str:
@@ -75,18 +89,22 @@ def installed_compat() -> str:
     try:
         import transformers  # noqa: PLC0415 (optional dependency)
     except ImportError:
-        raise ValueError("transformers is not installed here: pass compat='hf-4.49', 'hf-4.52' or "
-                         "'hf-5.3' explicitly") from None
+        raise ValueError("transformers is not installed here: pass compat= explicitly (one of "
+                         f"{', '.join(COMPAT_MODES)})") from None
     return compat_for_version(transformers.__version__)
 
 
 def _check_compat(compat) -> str:
     if compat is None:
         return installed_compat()
-    if compat not in COMPAT_MODES:
+    if compat not in COMPAT_MODES and compat not in _ALIASES:
         raise ValueError(f"compat {compat!r} (expected one of {', '.join(COMPAT_MODES)}, or None for the "
                          "installed transformers)")
     return compat
+
+
+def _canonical(compat: str) -> str:
+    return _ALIASES.get(compat, compat)
 
 
 # ------------------------------------------------------------------- configs ---
@@ -176,11 +194,15 @@ def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig]
     by default). compat: the transformers behaviour to reproduce; None means the installed
     transformers' (compat_for_version).
 
-    The returned function has that version's signature:
-        hf-4.49, hf-4.52: (input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                           attention_mask)              [Qwen2-VL: no second_per_grid_ts]
-        hf-5.3:           (input_ids, mm_token_type_ids, image_grid_thw, video_grid_thw,
-                           second_per_grid_ts, attention_mask, **kwargs)  [idem]
+    The returned function has that version's signature (names, order, which have defaults),
+    checked against each release by python/tests/test_hf_versions.py:
+        hf-4.49, hf-4.52: (input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                           second_per_grid_ts=None, attention_mask=None)
+        hf-5.2:           the same and **kwargs (5.2's generate passes its model_kwargs)
+        hf-5.3-5.5.3 on:  (input_ids, mm_token_type_ids, image_grid_thw=None,
+                           video_grid_thw=None, second_per_grid_ts=None, attention_mask=None,
+                           **kwargs)
+    Qwen2-VL's have no second_per_grid_ts.
     and returns (position_ids [3, B, S], rope_deltas [B, 1]): int64 for integer schemes (as
     transformers does), float32 under "circle", whose positions are fractional.
     """
@@ -202,18 +224,28 @@ def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig]
                               scheme=scheme, circle=circle, vision=vision, compat=compat)
 
     qwen2 = model_type == "qwen2_vl"
-    if compat == "hf-5.3":
+    if _canonical(compat) in _TOKEN_TYPE_MODES:
         if qwen2:
-            def get_rope_index_hf(input_ids=None, mm_token_type_ids=None, image_grid_thw=None,
+            def get_rope_index_hf(input_ids, mm_token_type_ids, image_grid_thw=None,
                                   video_grid_thw=None, attention_mask=None, **kwargs):
                 return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask,
                                mm_token_type_ids)
         else:
-            def get_rope_index_hf(input_ids=None, mm_token_type_ids=None, image_grid_thw=None,
+            def get_rope_index_hf(input_ids, mm_token_type_ids, image_grid_thw=None,
                                   video_grid_thw=None, second_per_grid_ts=None, attention_mask=None,
                                   **kwargs):
                 return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
                                attention_mask, mm_token_type_ids)
+    elif compat == "hf-5.2":
+        if qwen2:
+            def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                                  attention_mask=None, **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask)
+        else:
+            def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                                  second_per_grid_ts=None, attention_mask=None, **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                               attention_mask)
     elif qwen2:
         def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
                               attention_mask=None):
@@ -235,11 +267,16 @@ def decode_position_ids_hf(rope_deltas, cache_position, count: int = 1, *, compa
     """Positions [3, B, count] of the tokens decoded at cache positions cache_position ..
     cache_position + count - 1, by the chosen behaviour's rule:
 
-    hf-4.49, hf-4.52: cache_position + rope_delta (the cache counts padding).
-    hf-5.3: the last prompt position + 1 + k, i.e. the row's real tokens before the new one
-        plus rope_delta (5.3's deltas count real tokens only). attention_mask ([B, L], the
+    hf-4.49, hf-4.52, hf-5.2: cache_position + rope_delta (the cache counts padding).
+    hf-5.3-5.5.3 on (hf-5.6, hf-5.18 ...): the row's real tokens before the new one plus
+        rope_delta (these deltas count real tokens only). attention_mask ([B, L], the
         prompt's or the running one) says which cached tokens are real; positions past its
         end count as real. Without it every cached token is real.
+
+    These are the rules of each release's forward pass with a cache. generate() differs in
+    4.54-4.56 (attention-mask cumsum + delta) and from 5.2 on (each axis's last prompt
+    position + 1, below max + 1 after a video from 5.3 on): docs/hf_compat.md. A model patched
+    with rope_index_fn runs its release's own decode code and needs none of this.
 
     int64 when the deltas are integers (M-RoPE), float32 otherwise (Circle-RoPE)."""
     compat = _check_compat(compat)
@@ -247,7 +284,7 @@ def decode_position_ids_hf(rope_deltas, cache_position, count: int = 1, *, compa
     integral = not deltas.is_floating_point() or bool((deltas == deltas.round()).all())
     first = _int_arg(cache_position, "cache_position (Hugging Face's cache_position[0])", 0, 2 ** 31)
     count = _int_arg(count, "count", 0, 2 ** 31)
-    if compat != "hf-5.3":
+    if _canonical(compat) not in _TOKEN_TYPE_MODES:
         out = decode_position_ids(deltas, first, count)
     else:
         flat = deltas.reshape(-1) if deltas.dim() == 2 and deltas.size(1) == 1 else deltas

@@ -20,7 +20,10 @@ import circlerope.hf as hf
 
 SOURCE = os.environ.get("CIRCLEROPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = json.load(open(os.path.join(SOURCE, "tests", "data", "hf_mrope_positions.json")))["cases"]
-MODES = ("hf-4.49", "hf-4.52", "hf-5.3")
+# The three behaviours ../shared/golden holds; every mode is checked against the real releases
+# by test_hf_versions.py.
+GOLDEN_MODES = ("hf-4.49", "hf-4.52", "hf-5.3")
+MODES = hf.COMPAT_MODES
 
 
 def vision_of(request):
@@ -63,7 +66,7 @@ def expected_of(case, mode):
 
 # --------------------------------------------------------------------- golden ---
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", GOLDEN_MODES)
 def test_every_golden_case_equals_transformers_exactly_with_int64(mode):
     for case in GOLDEN:
         r = case["request"]
@@ -74,7 +77,7 @@ def test_every_golden_case_equals_transformers_exactly_with_int64(mode):
         assert torch.equal(deltas, want_deltas), (case["name"], mode, deltas.view(-1).tolist())
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", GOLDEN_MODES)
 def test_adapter_reproduces_every_golden_case_in_its_versions_argument_order(mode):
     for case in GOLDEN:
         r = case["request"]
@@ -222,8 +225,11 @@ def test_configs_with_transformers_names(as_dict, v5):
 
 
 @pytest.mark.parametrize("version,mode", [("4.45.0", "hf-4.49"), ("4.49.0", "hf-4.49"), ("4.51.3", "hf-4.49"),
-                                          ("4.52.0", "hf-4.52"), ("4.57.0.dev0", "hf-4.52"), ("5.2.1", "hf-4.52"),
-                                          ("5.3.0", "hf-5.3"), ("6.0", "hf-5.3")])
+                                          ("4.52.0", "hf-4.52"), ("4.57.0.dev0", "hf-4.52"), ("5.1.9", "hf-4.52"),
+                                          ("5.2.1", "hf-5.2"), ("5.3.0", "hf-5.3-5.5.3"),
+                                          ("5.5.3", "hf-5.3-5.5.3"), ("5.5.4", "hf-5.5.4"),
+                                          ("5.6.0.dev0", "hf-5.6"), ("5.17.2", "hf-5.6"), ("5.18.0", "hf-5.18"),
+                                          ("5.24.0", "hf-5.18"), ("6.0", "hf-5.18")])
 def test_versions_map_to_modes(version, mode):
     assert hf.compat_for_version(version) == mode
 

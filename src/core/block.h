@@ -28,19 +28,44 @@ inline constexpr float kLargestFrameTime = 2147483648.0f;
 // second_per_grid_t lands on the same integer.
 // Callers check the last frame with frame_time_fits() first, so the cast
 // below stays defined (tau grows with f).
-// transformers 4.52 and later cast second_per_grid_t to int64 first (0.5 s becomes 0):
+// transformers 4.52-5.17 cast second_per_grid_t to int64 first (0.5 s becomes 0):
 // tau = f * trunc(s) * tokens_per_second, exact integers for an integral tokens_per_second
 // (Qwen's 2), float32 otherwise, as torch computes an int64 tensor times a Python float.
+// 5.18 and later multiply tokens_per_second by the float32 seconds first, in float32, then the
+// frame index by that: trunc(f * (tps * s)), a different rounding than 4.49's (f * s) * tps.
+// The M-RoPE blocks of hf-5.3-5.5.3 and hf-5.5.4 have no frame time (block_interval below);
+// their other schemes use this 5.6 rule.
 inline float frame_time_float(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
   if (vision.time == TimeMode::index) return static_cast<float>(f);
-  if (vision.compat == Compat::hf_4_52 || vision.compat == Compat::hf_5_3) {
-    const double whole = std::trunc(second_per_grid_t);  // finite and >= 0 (validated)
-    const double tps = vision.tokens_per_second;
-    if (tps == std::trunc(tps)) return static_cast<float>(static_cast<double>(f) * whole * tps);
-    return static_cast<float>(static_cast<double>(f) * whole) * static_cast<float>(tps);
+  const float tps32 = static_cast<float>(vision.tokens_per_second);
+  switch (vision.compat) {
+    case Compat::none:
+    case Compat::hf_4_49: {
+      const float scaled = static_cast<float>(f) * static_cast<float>(second_per_grid_t);
+      return scaled * tps32;
+    }
+    case Compat::hf_5_18: {
+      const float interval = tps32 * static_cast<float>(second_per_grid_t);
+      return static_cast<float>(f) * interval;
+    }
+    default: {  // hf-4.52, hf-5.2, hf-5.6 (and the other schemes of hf-5.3-5.5.3, hf-5.5.4)
+      const double whole = std::trunc(second_per_grid_t);  // finite and >= 0 (validated)
+      const double tps = vision.tokens_per_second;
+      if (tps == std::trunc(tps)) return static_cast<float>(static_cast<double>(f) * whole * tps);
+      return static_cast<float>(static_cast<double>(f) * whole) * static_cast<float>(tps);
+    }
   }
-  const float scaled = static_cast<float>(f) * static_cast<float>(second_per_grid_t);
-  return scaled * static_cast<float>(vision.tokens_per_second);
+}
+// Whether M-RoPE blocks follow rule (B) of positions.h (transformers 5.3-5.5.4).
+inline bool flat_mrope_blocks(const VisionConfig& vision, Scheme scheme) {
+  return scheme == Scheme::mrope &&
+         (vision.compat == Compat::hf_5_3_to_5_5_3 || vision.compat == Compat::hf_5_5_4);
+}
+// Rule (B)'s temporal multiplier i of a block: tokens_per_second * trunc(s) of the entry it
+// takes (Qwen2.5-VL), 1 for Qwen2-VL.
+inline double block_interval(double second_per_grid_t, const VisionConfig& vision) {
+  if (vision.time == TimeMode::index) return 1.0;
+  return vision.tokens_per_second * std::trunc(second_per_grid_t);
 }
 inline bool frame_time_fits(int64_t t, double second_per_grid_t, const VisionConfig& vision) {
   return frame_time_float(t - 1, second_per_grid_t, vision) < kLargestFrameTime;  // false for NaN

@@ -63,12 +63,18 @@ crp_circle_config to_c(const CircleConfig& c) {
 static_assert(static_cast<int>(Compat::none) == CRP_COMPAT_NONE &&
                   static_cast<int>(Compat::hf_4_49) == CRP_COMPAT_HF_4_49 &&
                   static_cast<int>(Compat::hf_4_52) == CRP_COMPAT_HF_4_52 &&
-                  static_cast<int>(Compat::hf_5_3) == CRP_COMPAT_HF_5_3,
+                  static_cast<int>(Compat::hf_5_6) == CRP_COMPAT_HF_5_6 &&
+                  static_cast<int>(Compat::hf_5_3) == CRP_COMPAT_HF_5_3 &&
+                  static_cast<int>(Compat::hf_5_2) == CRP_COMPAT_HF_5_2 &&
+                  static_cast<int>(Compat::hf_5_3_to_5_5_3) == CRP_COMPAT_HF_5_3_TO_5_5_3 &&
+                  static_cast<int>(Compat::hf_5_5_4) == CRP_COMPAT_HF_5_5_4 &&
+                  static_cast<int>(Compat::hf_5_18) == CRP_COMPAT_HF_5_18 &&
+                  kAllCompats.size() == CRP_COMPAT_HF_5_18 + 1,
               "crp_compat values are cast to circlerope::Compat");
 
 VisionConfig to_cpp(const crp_vision_config& v) {
-  if (v.compat < CRP_COMPAT_NONE || v.compat > CRP_COMPAT_HF_5_3)
-    throw Error("crp_vision_config.compat must be a crp_compat (0..3; got " + std::to_string(v.compat) + ")");
+  if (v.compat < CRP_COMPAT_NONE || v.compat > CRP_COMPAT_HF_5_18)
+    throw Error("crp_vision_config.compat must be a crp_compat (0..7; got " + std::to_string(v.compat) + ")");
   return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
           v.video_token_id, v.time_is_index ? TimeMode::index : TimeMode::seconds,
           static_cast<Compat>(v.compat)};

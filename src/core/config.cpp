@@ -33,17 +33,37 @@ std::string_view to_string(Compat compat) {
     case Compat::none: return "none";
     case Compat::hf_4_49: return "hf-4.49";
     case Compat::hf_4_52: return "hf-4.52";
-    case Compat::hf_5_3: return "hf-5.3";
+    case Compat::hf_5_2: return "hf-5.2";
+    case Compat::hf_5_3_to_5_5_3: return "hf-5.3-5.5.3";
+    case Compat::hf_5_5_4: return "hf-5.5.4";
+    case Compat::hf_5_6: return "hf-5.6";
+    case Compat::hf_5_18: return "hf-5.18";
   }
   return "?";
+}
+
+std::string_view compat_names() {
+  return "none, hf-4.49, hf-4.52, hf-5.2, hf-5.3-5.5.3, hf-5.5.4, hf-5.6 (or its former name hf-5.3), hf-5.18";
 }
 
 Compat parse_compat(std::string_view text) {
   for (Compat c : kAllCompats)
     if (text == to_string(c)) return c;
-  fail("unknown compat mode '", text, "' (expected none, hf-4.49 for transformers 4.49-4.51, hf-4.52 for 4.52-5.2 "
-       "or hf-5.3 for 5.3 and later)");
+  if (text == "hf-5.3") return Compat::hf_5_6;  // the former name of hf-5.6
+  fail("unknown compat mode '", text, "' (expected none; hf-4.49 for transformers 4.49-4.51, hf-4.52 for 4.52-5.1, "
+       "hf-5.2 for 5.2, hf-5.3-5.5.3 for 5.3-5.5.3, hf-5.5.4 for 5.5.4, hf-5.6 for 5.6-5.17 (also read as hf-5.3), "
+       "hf-5.18 for 5.18 and later)");
 }
+
+bool compat_pads_with_zero(Compat compat) {
+  return compat != Compat::none && compat != Compat::hf_4_49 && compat != Compat::hf_4_52;
+}
+
+bool compat_deltas_count_real_tokens(Compat compat) {
+  return compat_pads_with_zero(compat) && compat != Compat::hf_5_2;
+}
+
+bool compat_continues_from_first_frame(Compat compat) { return compat_deltas_count_real_tokens(compat); }
 
 std::string_view to_string(FrequencyLayout layout) {
   switch (layout) {

@@ -420,7 +420,7 @@ void set_vision_option(VisionConfig& c, std::string_view key, const OptionValue&
     }
   } else if (key == "compat") {
     try {
-      c.compat = parse_compat(name_of(v, name, "none, hf-4.49, hf-4.52 or hf-5.3"));
+      c.compat = parse_compat(name_of(v, name, compat_names()));
     } catch (const Error& e) {
       fail(name, ": ", e.what());
     }

@@ -31,6 +31,7 @@ struct Chunk {
   int64_t t = 1, hm = 0, wm = 0;
   int64_t grid_index = 0;
   double seconds = 1.0;  // second_per_grid_t of a video
+  double interval = 1.0;  // rule (B) of positions.h: temporal multiplier (flat_mrope_blocks)
 };
 
 // Each term is at most kMaxTokens when added, so the running sum cannot overflow.
@@ -66,7 +67,8 @@ struct RowOut {
 class Placer {
  public:
   Placer(const Geometry& geometry, const VisionConfig& vision)
-      : geometry_(geometry), vision_(vision), kernels_(detail::positions_kernels()) {}
+      : geometry_(geometry), vision_(vision), kernels_(detail::positions_kernels()),
+        flat_(detail::flat_mrope_blocks(vision, geometry.scheme)) {}
 
   // Writes the row's unmasked positions; returns the rope delta (SPEC 1; Compat in
   // positions.h for the transformers behaviours). `padded`: the row has masked tokens. With
@@ -92,10 +94,10 @@ class Placer {
         const int64_t tokens = chunk.t * chunk.hm * chunk.wm;
         const BlockExtent extent = place_block(chunk, anchor, out, k);
         row_max = std::max(row_max, extent.max);
-        // transformers 5.3 continues after a video from its first frame (start + max(h, w)/m
-        // under M-RoPE), reusing the later frames' temporal positions; everyone else from
-        // the block's maximum.
-        last_max = vision_.compat == Compat::hf_5_3 ? extent.first_frame_max : extent.max;
+        // transformers 5.3 and later continue after a block from its first frame (start +
+        // max(h, w)/m under M-RoPE), reusing a video's later temporal positions; everyone
+        // else from the block's maximum.
+        last_max = compat_continues_from_first_frame(vision_.compat) ? extent.first_frame_max : extent.max;
         if (blocks) {
           if (out.token_block) std::fill_n(out.token_block + k, tokens, static_cast<int32_t>(blocks->size()));
           blocks->push_back({out.row, out.padded_index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
@@ -107,15 +109,18 @@ class Placer {
         next = static_cast<double>(last_max + 1.0f);  // float32, as torch computes st_idx
     }
     const Compat compat = vision_.compat;
-    // transformers' text-only branch (4.49-5.2, a batch without grids) takes the row
+    // transformers' text-only branch (4.49-5.1, a batch without grids) takes the row
     // maximum over the padded positions too, whose value is 1.
     if (text_only_batch_ && padded && (compat == Compat::hf_4_49 || compat == Compat::hf_4_52))
       row_max = std::max(row_max, 1.0f);
     const bool empty = row_max == -std::numeric_limits<float>::infinity();
-    if (compat == Compat::hf_5_3)  // deltas against the unpadded length
+    if (compat_deltas_count_real_tokens(compat))  // deltas against the unpadded length
       return empty ? 0.0f : (row_max + 1.0f) - static_cast<float>(k);
-    if (empty) return static_cast<float>(-seq_len);  // empty row: decoding starts at 0
-    return (row_max + 1.0f) - static_cast<float>(seq_len);
+    float delta = empty ? static_cast<float>(-seq_len)  // empty row: decoding starts at 0
+                        : (row_max + 1.0f) - static_cast<float>(seq_len);
+    // Qwen2-VL's get_rope_index of 5.2 returns max(delta, 0).
+    if (compat == Compat::hf_5_2 && vision_.time == TimeMode::index) delta = std::max(delta, 0.0f);
+    return delta;
   }
 
   // transformers' text-only branch applies (set by the caller: no grids in the batch).
@@ -135,6 +140,7 @@ class Placer {
   };
 
   BlockExtent place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
+    if (flat_) return place_flat_block(chunk, anchor, out, k);
     const detail::FrameCoordinates& coords = frame(chunk.hm, chunk.wm);
     const auto cells = static_cast<int64_t>(coords.cells());
     const double* pt = coords.t.data();
@@ -162,9 +168,34 @@ class Placer {
     return {static_cast<float>(high), static_cast<float>(first_high)};
   }
 
+  // Rule (B) of positions.h (M-RoPE, transformers 5.3-5.5.4): temporal c * interval for every
+  // token, height c + (f * hm + r) / t, width c + column; the text after it continues at
+  // c + max(hm, wm) whatever the temporal position is.
+  BlockExtent place_flat_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
+    const double temporal = anchor * chunk.interval;
+    if (!std::isfinite(static_cast<float>(temporal)))
+      fail(kind_name(chunk.is_video), " ", chunk.grid_index, " of row ", out.row, ": its temporal position ",
+           temporal, " is beyond float32");
+    if (out.t) {
+      const auto t32 = static_cast<float>(temporal);
+      for (int64_t f = 0; f < chunk.t; ++f)
+        for (int64_t r = 0; r < chunk.hm; ++r) {
+          const auto h = static_cast<float>(anchor + static_cast<double>((f * chunk.hm + r) / chunk.t));
+          for (int64_t c = 0; c < chunk.wm; ++c, ++k) {
+            out.t[k] = t32;
+            out.h[k] = h;
+            out.w[k] = static_cast<float>(anchor + static_cast<double>(c));
+          }
+        }
+    }
+    const double side = anchor + static_cast<double>(std::max(chunk.hm, chunk.wm) - 1);
+    return {static_cast<float>(std::max(temporal, side)), static_cast<float>(side)};
+  }
+
   const Geometry& geometry_;
   const VisionConfig& vision_;
   const detail::PositionsKernels& kernels_;
+  const bool flat_;  // rule (B): detail::flat_mrope_blocks
   bool text_only_batch_ = false;
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
@@ -173,8 +204,9 @@ class Placer {
 // running counters. Strict where the reference would silently misplace blocks.
 class RowSplitter {
  public:
-  RowSplitter(const RopeIndexInput& input, const VisionConfig& vision)
-      : input_(input), vision_(vision), kernels_(detail::positions_kernels()) {}
+  RowSplitter(const RopeIndexInput& input, const VisionConfig& vision, Scheme scheme)
+      : input_(input), vision_(vision), kernels_(detail::positions_kernels()),
+        flat_(detail::flat_mrope_blocks(vision, scheme)) {}
 
   // `ids`: the row's unmasked tokens, contiguous; `real`: their padded indices
   // (nullptr: identity), only used in messages.
@@ -258,7 +290,27 @@ class RowSplitter {
     if (is_video && !detail::frame_time_fits(chunk.t, chunk.seconds, vision_))
       bad("second_per_grid_ts[", index, "]=", chunk.seconds, " makes frame times reach 2^31 (tokens_per_second=",
           vision_.tokens_per_second, ")");
+    if (flat_) chunk.interval = flat_interval(row, block_in_row, is_video, chunk.seconds);
     return chunk;
+  }
+
+  // Rule (B) of positions.h: which second_per_grid_ts entry the block takes, and so its
+  // temporal multiplier. 5.3-5.5.3 hand the entries to images and videos in turn (an iterator
+  // over the batch, or over seq_len ones without second_per_grid_ts); 5.5.4 to videos only.
+  double flat_interval(int64_t row, int64_t block_in_row, bool is_video, double own_seconds) {
+    if (vision_.time == TimeMode::index) return 1.0;  // Qwen2-VL: no time interval
+    if (vision_.compat == Compat::hf_5_5_4) return is_video ? detail::block_interval(own_seconds, vision_) : 1.0;
+    const auto entries = input_.second_per_grid_ts.empty() ? static_cast<size_t>(input_.seq_len)
+                                                           : input_.second_per_grid_ts.size();
+    const size_t entry = entries_used_++;
+    if (entry >= entries)
+      fail("row ", row, ": ", kind_name(is_video), " block ", block_in_row, " of the row is block ", entry,
+           " of the batch, but ", input_.second_per_grid_ts.empty() ? "the seq_len = " : "second_per_grid_ts' ",
+           entries, " entries", input_.second_per_grid_ts.empty() ? " of ones" : "",
+           " are used up: transformers 5.3-5.5.3 (hf-5.3-5.5.3) takes one per image and video, and raises "
+           "StopIteration here");
+    const double seconds = input_.second_per_grid_ts.empty() ? 1.0 : input_.second_per_grid_ts[entry];
+    return detail::block_interval(seconds, vision_);
   }
 
   void check_count(bool is_video, int64_t used, size_t given) const {
@@ -271,7 +323,9 @@ class RowSplitter {
   const RopeIndexInput& input_;
   const VisionConfig& vision_;
   const detail::PositionsKernels& kernels_;
+  const bool flat_;  // rule (B): detail::flat_mrope_blocks
   int64_t images_used_ = 0, videos_used_ = 0;
+  size_t entries_used_ = 0;  // of second_per_grid_ts under hf-5.3-5.5.3
 };
 
 void validate_input(const RopeIndexInput& in) {
@@ -319,9 +373,9 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
   const int64_t batch = input.batch, seq = input.seq_len;
   Placer placer(geometry, vision);
   placer.set_text_only_batch(input.image_grid_thw.empty() && input.video_grid_thw.empty());
-  // transformers 5.3 starts from zeros; everyone else, the reference included, from ones.
-  const float padding = vision.compat == Compat::hf_5_3 ? 0.0f : 1.0f;
-  RowSplitter splitter(input, vision);
+  // transformers 5.2 and later start from zeros; everyone else, the reference included, from ones.
+  const float padding = compat_pads_with_zero(vision.compat) ? 0.0f : 1.0f;
+  RowSplitter splitter(input, vision, geometry.scheme);
   std::vector<Chunk> chunks, kept;               // this row's; every block row's, in order
   std::vector<uint32_t> kept_count(static_cast<size_t>(batch), 0);  // 0: a text-only row
   std::vector<int64_t> real, compact_ids;
@@ -388,7 +442,7 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
     rope_deltas[b] = placer.place_row(row_chunks, out, seq, true, blocks);
     for (int64_t s = 0; s < seq; ++s)
       if (mask[s] == 0) {
-        row_t[s] = row_h[s] = row_w[s] = padding;  // SPEC 1: masked tokens get 1 (hf-5.3: 0)
+        row_t[s] = row_h[s] = row_w[s] = padding;  // SPEC 1: masked tokens get 1 (hf-5.2 on: 0)
         if (row_map) row_map[s] = kMaskedToken;
       }
     for (int64_t k = 0; k < n; ++k) {
@@ -460,6 +514,12 @@ Positions layout_positions(std::span<const Segment> segments, const VisionConfig
     chunks.push_back(Chunk{.text = pending_text, .has_block = true, .is_video = is_video, .t = seg.t,
                            .hm = seg.hm, .wm = seg.wm, .grid_index = is_video ? videos++ : images++,
                            .seconds = seg.second_per_grid_t});
+    // Rule (B) in a layout: a video takes its own seconds; an image 1 under hf-5.3-5.5.3 (as
+    // without second_per_grid_ts), no interval under hf-5.5.4.
+    if (detail::flat_mrope_blocks(vision, geometry.scheme))
+      chunks.back().interval = is_video || vision.compat == Compat::hf_5_3_to_5_5_3
+                                   ? detail::block_interval(is_video ? seg.second_per_grid_t : 1.0, vision)
+                                   : 1.0;
     pending_text = 0;
   }
   if (pending_text > 0) chunks.push_back(Chunk{.text = pending_text});
@@ -537,11 +597,11 @@ void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cac
 }
 
 std::vector<float> next_positions(const Positions& p, int64_t count) {
-  if (p.compat != Compat::hf_5_3) return decode_positions(p.rope_deltas, p.seq_len, count);
+  if (!compat_deltas_count_real_tokens(p.compat)) return decode_positions(p.rope_deltas, p.seq_len, count);
   if (p.real_tokens.size() != p.rope_deltas.size())
     fail("next_positions: positions hold ", p.real_tokens.size(), " real-token counts for ",
          p.rope_deltas.size(), " rows");
-  // hf-5.3: row b continues at real_tokens[b] + rope_delta[b] (its last position + 1). Each
+  // hf-5.3-5.5.3 on: row b continues at real_tokens[b] + rope_delta[b] (its maximum + 1). Each
   // row is the decode rule of a batch of one whose cache holds only the real tokens.
   std::vector<float> out;
   const auto batch = static_cast<int64_t>(p.rope_deltas.size());

@@ -100,9 +100,9 @@ void check_json(const Positions& p, int64_t decode) {
   for (int a = 0; a < 3; ++a)
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t i = 0; i < decode; ++i) {
-        // SPEC 1: cache position S + i plus the row's delta. hf-5.3 (positions.h's table, not in
-        // the SPEC) measures its deltas against the real tokens: real tokens + i + delta.
-        const int64_t cache = p.compat == Compat::hf_5_3 ? p.real_tokens.at(static_cast<size_t>(b)) : p.seq_len;
+        // SPEC 1: cache position S + i plus the row's delta. The 5.3-on modes (positions.h's
+        // table, not in the SPEC) measure their deltas against the real tokens: real tokens + i + delta.
+        const int64_t cache = compat_deltas_count_real_tokens(p.compat) ? p.real_tokens.at(static_cast<size_t>(b)) : p.seq_len;
         const float want = static_cast<float>(cache + i) + p.rope_deltas[static_cast<size_t>(b)];
         FUZZ_CHECK(dec.at(a).at(b).at(i).get<double>() == static_cast<double>(want),
                    "positions_json: decode position (%d, %lld, %lld) is %.9g, SPEC 1 says %.9g", a, (long long)b,

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# circlerope's compat modes against the real transformers releases, one release at a time.
+#
+# One documented command runs the whole matrix:
+#
+#     scripts/hf_matrix.sh
+#
+# and a list of versions runs a subset (CI runs one release per behaviour):
+#
+#     scripts/hf_matrix.sh 4.51.3 5.2.0 5.5.3 5.24.0
+#
+# and --record (first) also writes tests/data/hf_mrope_releases.json: each release's own
+# outputs on a fixed set of requests, which tests/test_hf_compat.cpp checks without
+# transformers (rerun it with every version after adding one):
+#
+#     scripts/hf_matrix.sh --record
+#
+# For each version it
+#  1. installs transformers==VERSION with the dependencies that release asks for
+#     (huggingface_hub, tokenizers, ...) into build/hf/VERSION/ (uv pip install --target, from
+#     uv's cache: after the first run nothing is downloaded; an existing dir is kept). torch
+#     and numpy come from .venv/ (numpy is pinned to the venv's). The venv's own transformers
+#     (constraints.txt's pin) is used as is, without a dir;
+#  2. runs python/tests/test_hf_versions.py with PYTHONPATH=build/hf/VERSION:BUILD/python, so
+#     that release is the transformers the test imports. The test builds tiny Qwen2-VL /
+#     Qwen2.5-VL models from configs (nothing is downloaded) and compares their
+#     get_rope_index with circlerope's under compat_for_version(VERSION).
+#
+# BUILD is $CIRCLEROPE_HF_BUILD (default build/hf-build): configured there if it is not yet,
+# then its target circlerope_python is brought up to date (a no-op when nothing changed;
+# HF_MATRIX_NO_BUILD=1 skips it).
+# Environment: HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x -k qwen2_5"),
+# HF_MATRIX_CASES (random requests per category, default 12), HF_MATRIX_INSTALL_ONLY=1
+# (install, run nothing). Prints one line per version and a summary; exits non-zero if any
+# version failed or could not be installed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+record=""
+if [[ "${1:-}" == "--record" ]]; then
+  record="$root/build/hf/records"
+  rm -rf "$record"
+  shift
+  if (($#)); then
+    echo "hf_matrix: --record runs every version (the file holds one result per mode)" >&2
+    exit 2
+  fi
+fi
+
+# One release per behaviour change of get_rope_index and its callers (docs/hf_compat.md).
+all_versions=(4.49.0 4.51.3 4.52.4 4.54.1 4.56.2 4.57.6 5.1.0 5.2.0 5.3.0 5.5.3 5.5.4 5.6.0 5.13.1 5.17.0 5.18.0 5.24.0)
+if (($#)); then versions=("$@"); else versions=("${all_versions[@]}"); fi
+
+python="$root/.venv/bin/python"
+uv="${CIRCLEROPE_UV:-${XDG_CACHE_HOME:-$HOME/.cache}/circlerope/tools/bin/uv}"
+if [[ ! -x "$python" || ! -x "$uv" ]]; then
+  echo "hf_matrix: needs .venv/ and uv: run scripts/setup.sh first" >&2
+  exit 2
+fi
+venv_transformers="$("$python" -c 'import transformers; print(transformers.__version__)' 2>/dev/null || true)"
+venv_numpy="$("$python" -c 'import numpy; print(numpy.__version__)')"
+
+build="${CIRCLEROPE_HF_BUILD:-$root/build/hf-build}"
+mkdir -p "$root/build/hf"
+if [[ "${HF_MATRIX_INSTALL_ONLY:-0}" != 1 && "${HF_MATRIX_NO_BUILD:-0}" != 1 ]]; then
+  if [[ ! -f "$build/build.ninja" ]]; then
+    echo "hf_matrix: configuring $build" >&2
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCIRCLEROPE_CUDA=OFF \
+      -DCIRCLEROPE_BUILD_BENCH=OFF >/dev/null || exit 2
+  fi
+  cmake --build "$build" -j "${HF_MATRIX_JOBS:-2}" --target circlerope_python >"$root/build/hf/build.log" 2>&1 || {
+    echo "hf_matrix: building circlerope_python in $build failed (see build/hf/build.log)" >&2
+    exit 2
+  }
+fi
+
+# Installs VERSION into build/hf/VERSION unless it is there (the .complete mark is written last).
+install_version() {
+  local ver="$1" dir="$root/build/hf/$1"
+  [[ "$ver" == "$venv_transformers" ]] && return 0
+  [[ -f "$dir/.complete" ]] && return 0
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  printf 'numpy==%s\n' "$venv_numpy" >"$dir.constraints"
+  if ! "$uv" pip install -q --python "$python" --target "$dir" --link-mode hardlink \
+      -c "$dir.constraints" "transformers==$ver" >"$dir.install.log" 2>&1; then
+    echo "hf_matrix: installing transformers $ver failed (see $dir.install.log)" >&2
+    return 1
+  fi
+  rm -f "$dir.constraints"
+  touch "$dir/.complete"
+}
+
+declare -A result
+failed=0
+start=$SECONDS
+for ver in "${versions[@]}"; do
+  t0=$SECONDS
+  if ! install_version "$ver"; then
+    result[$ver]="install failed"
+    failed=1
+    continue
+  fi
+  [[ "${HF_MATRIX_INSTALL_ONLY:-0}" == 1 ]] && { result[$ver]="installed"; continue; }
+  if [[ "$ver" == "$venv_transformers" ]]; then path="$build/python"; else path="$root/build/hf/$ver:$build/python"; fi
+  log="$root/build/hf/$ver.log"
+  # shellcheck disable=SC2086
+  PYTHONPATH="$path" HF_MATRIX_EXPECT_VERSION="$ver" HF_MATRIX_RECORD_DIR="$record" \
+    "$python" -m pytest -q -p no:cacheprovider \
+    ${HF_MATRIX_PYTEST_ARGS:-} "$root/python/tests/test_hf_versions.py" >"$log" 2>&1
+  rc=$?
+  summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//;s/ *$//')"
+  result[$ver]="${summary:-no summary, rc $rc} ($((SECONDS - t0)) s)"
+  if ((rc != 0)); then
+    failed=1
+    result[$ver]="FAIL: ${result[$ver]} (log: build/hf/$ver.log)"
+  fi
+  echo "transformers $ver: ${result[$ver]}"
+done
+
+if [[ -n "$record" ]]; then
+  PYTHONPATH="$build/python" "$python" "$root/python/tests/test_hf_versions.py" --merge "$record" \
+    "$root/tests/data/hf_mrope_releases.json" || failed=1
+fi
+echo "== hf_matrix: ${#versions[@]} versions in $((SECONDS - start)) s"
+for ver in "${versions[@]}"; do printf '  %-8s %s\n' "$ver" "${result[$ver]:-not run}"; done
+exit "$failed"
