@@ -5,8 +5,12 @@
 #  2. the Python package as a user installs it: `pip install --no-build-isolation .` into a
 #     new venv that holds only torch (and pytest), then the Python suite against that
 #     installed package, not the build tree;
-#  3. the C++ and Python suites under AddressSanitizer + UndefinedBehaviorSanitizer;
-#  4. the libFuzzer targets of tests/fuzz (clang 14, ASan + UBSan) for
+#  3. transformers' own get_rope_index, one release per behaviour (scripts/hf_matrix.sh, on the
+#     Release tree's module);
+#  4. the C++ and Python suites under AddressSanitizer + UndefinedBehaviorSanitizer (the
+#     experiment's tests run in stage 1 only: they drive the same operators as the Python
+#     suite, and under the sanitizers they took 4 of CI's minutes);
+#  5. the libFuzzer targets of tests/fuzz (clang 14, ASan + UBSan) for
 #     CIRCLEROPE_FUZZ_SECONDS each (default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,12 +34,17 @@ echo "== (release: ${SECONDS} s so far)"
 echo "== pip install --no-build-isolation . into a venv with only torch, then the Python suite on it"
 scripts/package_test.sh
 echo "== (package: ${SECONDS} s so far)"
+echo "== transformers releases, one per get_rope_index behaviour (docs/hf_compat.md)"
+# 5.24.0, the venv's pin (hf-5.18), is the transformers of the Python suite in stage 4.
+CIRCLEROPE_HF_BUILD="$PWD/build/release" HF_MATRIX_NO_BUILD=1 \
+  scripts/hf_matrix.sh 4.51.3 4.52.4 5.2.0 5.5.3 5.5.4 5.17.0
+echo "== (transformers releases: ${SECONDS} s so far)"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCIRCLEROPE_SANITIZE=ON >/dev/null
 cmake --build build/sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/sanitize --output-on-failure -j "$jobs"
+  ctest --test-dir build/sanitize --output-on-failure -j "$jobs" -E '^experiment_tests$'
 echo "== (sanitize: ${SECONDS} s so far)"
 echo "== clang: ASan + UBSan + libFuzzer targets, ${CIRCLEROPE_FUZZ_SECONDS:-30} s each, and the saved regression inputs"
 # Only the fuzz targets (and the libraries they link) are built with clang here: a full clang
