@@ -38,7 +38,7 @@ from . import (CircleConfig, RotaryConfig, VisionConfig, _fused_device, _plain, 
 
 __all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index_fn",
            "decode_position_ids_hf", "rotary_config", "rotary_cos_sin",
-           "apply_multimodal_rotary_pos_emb"]
+           "apply_multimodal_rotary_pos_emb", "apply", "restore", "geometry", "pack", "from_pretrained"]
 
 COMPAT_MODES = ("hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6", "hf-5.18")
 # "hf-5.3" is the former name of "hf-5.6" (the rule of 5.6-5.17, which this project called
@@ -185,6 +185,44 @@ def _check_token_types(mm_token_type_ids, input_ids, attention_mask, vision: Vis
                          f"{int(input_ids[b, s])} (image tokens are type 1, video tokens type 2, text 0)")
 
 
+def _with_signature(compute, compat: str, qwen2: bool):
+    """compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+    mm_token_type_ids=None) behind the get_rope_index signature of `compat`'s releases (Qwen2-VL's
+    when qwen2: no second_per_grid_ts)."""
+    if _canonical(compat) in _TOKEN_TYPE_MODES:
+        if qwen2:
+            def get_rope_index_hf(input_ids, mm_token_type_ids, image_grid_thw=None,
+                                  video_grid_thw=None, attention_mask=None, **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask,
+                               mm_token_type_ids)
+        else:
+            def get_rope_index_hf(input_ids, mm_token_type_ids, image_grid_thw=None,
+                                  video_grid_thw=None, second_per_grid_ts=None, attention_mask=None,
+                                  **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                               attention_mask, mm_token_type_ids)
+    elif compat == "hf-5.2":
+        if qwen2:
+            def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                                  attention_mask=None, **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask)
+        else:
+            def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                                  second_per_grid_ts=None, attention_mask=None, **kwargs):
+                return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                               attention_mask)
+    elif qwen2:
+        def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                              attention_mask=None):
+            return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask)
+    else:
+        def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
+                              second_per_grid_ts=None, attention_mask=None):
+            return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask)
+
+    return get_rope_index_hf
+
+
 def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig] = None,
                   compat: Optional[str] = None):
     """A replacement for a Qwen2-VL / Qwen2.5-VL model's get_rope_index.
@@ -223,42 +261,12 @@ def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig]
         return get_rope_index(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
                               scheme=scheme, circle=circle, vision=vision, compat=compat)
 
-    qwen2 = model_type == "qwen2_vl"
-    if _canonical(compat) in _TOKEN_TYPE_MODES:
-        if qwen2:
-            def get_rope_index_hf(input_ids, mm_token_type_ids, image_grid_thw=None,
-                                  video_grid_thw=None, attention_mask=None, **kwargs):
-                return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask,
-                               mm_token_type_ids)
-        else:
-            def get_rope_index_hf(input_ids, mm_token_type_ids, image_grid_thw=None,
-                                  video_grid_thw=None, second_per_grid_ts=None, attention_mask=None,
-                                  **kwargs):
-                return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                               attention_mask, mm_token_type_ids)
-    elif compat == "hf-5.2":
-        if qwen2:
-            def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
-                                  attention_mask=None, **kwargs):
-                return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask)
-        else:
-            def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
-                                  second_per_grid_ts=None, attention_mask=None, **kwargs):
-                return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                               attention_mask)
-    elif qwen2:
-        def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
-                              attention_mask=None):
-            return compute(input_ids, image_grid_thw, video_grid_thw, None, attention_mask)
-    else:
-        def get_rope_index_hf(input_ids=None, image_grid_thw=None, video_grid_thw=None,
-                              second_per_grid_ts=None, attention_mask=None):
-            return compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask)
-
+    get_rope_index_hf = _with_signature(compute, compat, model_type == "qwen2_vl")
     get_rope_index_hf.__doc__ = (f"circlerope positions ({scheme}) with transformers {compat[3:]}'s "
                                  "get_rope_index signature and conventions")
     get_rope_index_hf.compat = compat
     get_rope_index_hf.scheme = scheme
+    get_rope_index_hf.compute = compute  # (input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask, mm_token_type_ids=None)
     return get_rope_index_hf
 
 
@@ -369,3 +377,8 @@ def apply_multimodal_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tens
     cos_u, sin_u = cos_sel.unsqueeze(unsqueeze_dim), sin_sel.unsqueeze(unsqueeze_dim)
     return q * cos_u + _rotate_half(q) * sin_u, k * cos_u + _rotate_half(k) * sin_u
 
+
+
+# ------------------------------------------------------------------- models ---
+
+from ._hf_model import apply, from_pretrained, geometry, pack, restore  # noqa: E402 (needs the names above)

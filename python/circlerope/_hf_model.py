@@ -1,0 +1,534 @@
+"""circlerope.hf.apply / restore / pack: a loaded transformers Qwen2-VL / Qwen2.5-VL model on a
+geometry (or one geometry per layer, AGE), and back.
+
+How a switched model works. transformers computes one set of 3-D positions per forward, turns it
+into one (cos, sin) pair in the text model's rotary embedding, and hands that pair to every
+decoder layer. Its positions also drive its own bookkeeping: rope_deltas, generate()'s running
+position_ids, the masks of packed sequences. apply() leaves that bookkeeping to transformers and
+takes over what the layers see:
+
+- the model's get_rope_index is replaced by circlerope's for the primary geometry (Circle-RoPE
+  when the plan has it), with the installed release's signature and conventions, so that
+  transformers' own code keeps working;
+- the outer model's forward computes, before transformers does anything, the positions of
+  every geometry of the plan from input_ids, the grids and the 2-D attention mask (the prefill),
+  or continues each geometry's own positions after the prompt (a forward with a cache);
+- the rotary embedding's forward turns each geometry's positions into its (cos, sin) with
+  transformers' own formula (so M-RoPE stays bit-identical to the unpatched model, dtype of the
+  cos/sin math included), and each decoder layer's forward receives its geometry's pair.
+
+Positions reach the rotary as float32 and are computed inside the model from integer inputs, so
+no dtype cast of floating inputs (Trainer under DeepSpeed) can reach them. Packed batches made
+by pack() carry them as int32 bit patterns in an int64 tensor, for the same reason.
+
+While decoding, the k-th token after a prompt of a row continues each geometry at the position
+a text token appended to the prompt would get (computed by appending one, so it is the full
+recompute's rule in every compat mode) plus k. transformers' own generate() rules (which differ
+between releases, docs/hf_compat.md) do not reach the layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import List, Optional
+
+import torch
+
+from . import AgePlan, CircleConfig, VisionConfig, _shown, get_rope_index
+
+Tensor = torch.Tensor
+
+_ATTR = "_circlerope_switch"
+_SCHEMES = ("circle", "mrope", "vanilla", "unordered")
+_CIRCLE_FIELDS = ("radius", "alpha", "move_to_origin", "dff_rate", "move_to_positive")
+# The config attribute save_pretrained writes and apply(model) with no geometry reads back.
+CONFIG_KEY = "circlerope"
+
+
+class _GeometryEmbeddings(tuple):
+    """The (cos, sin) of the primary geometry, as transformers expects it, carrying every
+    geometry's pair for the decoder layers. It travels with the layer's arguments, so a layer
+    recomputed under gradient checkpointing finds its geometry again."""
+
+    per_geometry: list
+
+    def __new__(cls, per_geometry: list, primary: int):
+        obj = super().__new__(cls, per_geometry[primary])
+        obj.per_geometry = per_geometry
+        return obj
+
+
+@dataclasses.dataclass
+class _Call:
+    positions: Tensor       # [G, 3, B, S] float32, one set per geometry
+    decoding: bool          # a forward after the prompt, with a cache
+
+
+@dataclasses.dataclass
+class _Switch:
+    schemes: tuple          # distinct geometries; schemes[primary] is what transformers sees
+    primary: int
+    layer_geometry: List[int]
+    circle: CircleConfig
+    vision: VisionConfig
+    compat: str
+    official_decode: bool
+    plan: Optional[AgePlan]
+    undo: list = dataclasses.field(default_factory=list)   # (object, name, had own attribute, value)
+    call: Optional[_Call] = None
+    computed: Optional[dict] = None  # what the patched get_rope_index computed last
+    prompt: Optional[dict] = None  # after a prefill: {"next": [G, B] float32, "length": S}
+
+    def describe(self) -> dict:
+        circle = {f: getattr(self.circle, f) for f in _CIRCLE_FIELDS}
+        return {"scheme": self.schemes[self.primary], "age": None if self.plan is None else self.plan.pattern,
+                "circle": circle, "official_decode": self.official_decode}
+
+
+# ---------------------------------------------------------------- discovery ---
+
+def _parts(model):
+    """(holder of get_rope_index, text model) of a Qwen2-VL / Qwen2.5-VL model of any release:
+    4.49-4.51 keep get_rope_index on the ForConditionalGeneration and the text model at .model;
+    4.52 on keep both inside .model (get_rope_index) and .model.language_model."""
+    from . import hf  # noqa: PLC0415 (hf imports this module)
+
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type in ("qwen3_vl", "qwen3_vl_moe"):
+        raise ValueError(f"model_type {model_type!r}: Qwen3-VL is not supported yet (its get_rope_index, with "
+                         "per-frame timestamps and interleaved M-RoPE sections, has no circlerope compat mode)")
+    if model_type == "qwen2_5_vl_circle_rope":
+        raise ValueError("model_type 'qwen2_5_vl_circle_rope' (the official Circle-RoPE checkpoint format): load it "
+                         "with circlerope.hf.from_pretrained(path), which maps its circle_rope settings")
+    hf._model_type(config)
+    inner = getattr(model, "model", None)
+    holder = next((m for m in (model, inner) if m is not None and callable(getattr(m, "get_rope_index", None))), None)
+    text = None
+    for m in (getattr(inner, "language_model", None), inner, getattr(model, "language_model", None)):
+        if m is not None and hasattr(m, "layers") and hasattr(m, "rotary_emb"):
+            text = m
+            break
+    if holder is None or text is None:
+        raise ValueError(f"{type(model).__name__}: found no get_rope_index and text model (layers, rotary_emb); "
+                         "circlerope.hf.apply takes a Qwen2VLForConditionalGeneration / "
+                         "Qwen2_5_VLForConditionalGeneration (or its .model)")
+    return holder, text
+
+
+def _set(switch: _Switch, obj, name: str, value) -> None:
+    had = name in vars(obj)
+    switch.undo.append((obj, name, had, vars(obj).get(name)))
+    setattr(obj, name, value)
+
+
+# ---------------------------------------------------------------- positions ---
+
+def _vision_mask(input_ids: Tensor, vision: VisionConfig) -> Tensor:
+    return (input_ids == vision.image_token_id) | (input_ids == vision.video_token_id)
+
+
+def _token_types(input_ids: Tensor, vision: VisionConfig) -> Tensor:
+    types = torch.zeros_like(input_ids, dtype=torch.int64)
+    types[input_ids == vision.image_token_id] = 1
+    types[input_ids == vision.video_token_id] = 2
+    return types
+
+
+def _filler(vision: VisionConfig) -> int:
+    special = {vision.vision_start_token_id, vision.image_token_id, vision.video_token_id}
+    return next(i for i in range(4) if i not in special)
+
+
+def _mask_2d(mask, input_ids: Tensor) -> Optional[Tensor]:
+    if mask is None:
+        return None
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape != input_ids.shape:
+        shape = list(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"attention_mask {shape}: a model switched by circlerope.hf needs the 2-D [batch, seq] "
+                         f"mask of input_ids {list(input_ids.shape)} (or none) to place its prompt tokens")
+    return mask
+
+
+def _positions(switch: _Switch, input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask):
+    """Every geometry's positions [G, 3, B, S] (float32) and the next text position of each row
+    [G, B]: the position of a text token appended to the prompt."""
+    b = input_ids.size(0)
+    ext_ids = torch.cat([input_ids, torch.full((b, 1), _filler(switch.vision), dtype=input_ids.dtype,
+                                               device=input_ids.device)], 1)
+    ext_mask = None if mask is None else torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+    positions, following = [], []
+    for scheme in switch.schemes:
+        common = dict(scheme=scheme, circle=switch.circle, vision=switch.vision, compat=switch.compat)
+        pos, _ = get_rope_index(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask, **common)
+        ext, _ = get_rope_index(ext_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, ext_mask, **common)
+        positions.append(pos.to("cpu", torch.float32))
+        following.append(ext[0, :, -1].to("cpu", torch.float32))
+    return torch.stack(positions), torch.stack(following)
+
+
+def _real(mask, input_ids: Tensor) -> Tensor:
+    """Which tokens are real (generate() drops an all-ones mask before the first forward)."""
+    return torch.ones_like(input_ids, dtype=torch.bool) if mask is None else mask != 0
+
+
+def _cache_length(cache) -> int:
+    if cache is None:
+        return 0
+    if hasattr(cache, "get_seq_length"):
+        return int(cache.get_seq_length())
+    if isinstance(cache, (tuple, list)) and cache and cache[0] is not None:  # legacy ((k, v), ...)
+        return int(cache[0][0].shape[-2])
+    return 0
+
+
+def _carried(value, switch: _Switch, shape) -> Tensor:
+    """pack()'s circlerope_positions (int64 holding float32 bit patterns, [G, 3, B, S])."""
+    want = [len(switch.schemes), 3, *shape]
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or list(value.shape) != want:
+        got = f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor) else _shown(value)
+        raise ValueError(f"circlerope_positions must be the int64 {want} tensor circlerope.hf.pack makes for this "
+                         f"model's geometries {list(switch.schemes)}, got {got}")
+    return value.to("cpu", torch.int32).view(torch.float32)
+
+
+def _check_given(position_ids, primary: Tensor, mask) -> None:
+    """position_ids handed to forward must be the primary geometry's (transformers' generate()
+    passes the ones our get_rope_index made): the layers take circlerope's, and different ones
+    would mean that transformers' masks and the layers disagree."""
+    if not isinstance(position_ids, torch.Tensor):
+        return
+    given = position_ids[-3:] if position_ids.dim() == 3 else position_ids.unsqueeze(0).expand(3, -1, -1)
+    if given.shape != primary.shape:
+        raise ValueError(f"position_ids {list(position_ids.shape)} do not fit the batch {list(primary.shape[1:])}")
+    real = torch.ones(primary.shape[1:], dtype=torch.bool) if mask is None else mask.to("cpu") != 0
+    differ = (given.to("cpu", torch.float32) != primary) & real
+    if differ.any():
+        a, b, s = (int(x) for x in differ.nonzero()[0])
+        raise ValueError(f"position_ids[..., {b}, {s}] = {float(given[a, b, s])} on axis {a}, but the model's geometry "
+                         f"puts that token at {float(primary[a, b, s])}: leave position_ids out (circlerope computes "
+                         "them), or pack the batch with circlerope.hf.pack")
+
+
+# ----------------------------------------------------------------- wrappers ---
+
+def _outer_forward(switch: _Switch, original):
+    sig = inspect.signature(original)
+    params = sig.parameters
+
+    def forward(*args, circlerope_positions=None, **kwargs):
+        bound = sig.bind_partial(*args, **kwargs)
+        arg = bound.arguments
+        extra = arg.get(next((n for n, p in params.items() if p.kind is p.VAR_KEYWORD), ""), {})
+
+        def get(name):
+            return arg[name] if name in arg else extra.get(name)
+
+        input_ids, embeds = get("input_ids"), get("inputs_embeds")
+        cache = get("cache") if get("cache") is not None else get("past_key_values")
+        past = _cache_length(cache)
+        ref = input_ids if input_ids is not None else embeds
+        if ref is None:
+            raise ValueError("forward of a model switched by circlerope.hf needs input_ids or inputs_embeds")
+        batch, seq = int(ref.shape[0]), int(ref.shape[1])
+        if past == 0:
+            switch.prompt = None
+            if circlerope_positions is not None:
+                positions = _carried(circlerope_positions, switch, (batch, seq))
+            elif input_ids is None:
+                raise ValueError("a model switched by circlerope.hf places its prompt tokens by their ids: pass "
+                                 "input_ids (inputs_embeds alone hold no image positions)")
+            else:
+                mask = _mask_2d(get("attention_mask"), input_ids)
+                cpu_ids, cpu_mask = input_ids.to("cpu"), None if mask is None else mask.to("cpu")
+                grids = [get(n) for n in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")]
+                done, switch.computed = switch.computed, None  # used by this forward at most
+                if (grids[0] is None and grids[1] is None and done is not None
+                        and torch.equal(done["input_ids"], cpu_ids)
+                        and torch.equal(_real(done["mask"], cpu_ids), _real(cpu_mask, cpu_ids))):
+                    # generate() ran get_rope_index on this prompt, with its grids, and passes none here.
+                    positions, following = done["positions"], done["next"]
+                else:
+                    positions, following = _positions(switch, cpu_ids, *grids, cpu_mask)
+                _check_given(get("position_ids"), positions[switch.primary], mask)
+                switch.prompt = {"next": following, "length": seq}
+                if ("mm_token_type_ids" in params and get("mm_token_type_ids") is None
+                        and bool(_vision_mask(input_ids, switch.vision).any())):
+                    arg["mm_token_type_ids"] = _token_types(input_ids, switch.vision).to(input_ids.device)
+            decoding = False
+        else:
+            prompt = switch.prompt
+            if prompt is None:
+                raise ValueError(f"a forward with a cache of {past} tokens, but this model saw no prompt since it was "
+                                 "switched by circlerope.hf (run the prompt through it first)")
+            if circlerope_positions is not None:
+                raise ValueError("circlerope_positions (packed training batches) cannot be given with a cache")
+            if input_ids is not None and bool(_vision_mask(input_ids, switch.vision).any()):
+                raise NotImplementedError("image or video tokens after the prompt of a cached generation: "
+                                          "circlerope.hf continues text only; run the whole sequence without a cache")
+            if past < prompt["length"]:
+                raise ValueError(f"a cache of {past} tokens is shorter than the prompt of {prompt['length']} that "
+                                 "circlerope saw: feed the prompt in one forward")
+            following = prompt["next"]
+            if batch != following.size(1):
+                if batch % following.size(1):
+                    raise ValueError(f"batch {batch} after a prompt batch of {following.size(1)}")
+                following = following.repeat_interleave(batch // following.size(1), dim=1)
+            step = torch.arange(past - prompt["length"], past - prompt["length"] + seq, dtype=torch.float32)
+            positions = (following[:, :, None] + step).unsqueeze(1).expand(-1, 3, -1, -1)
+            decoding = True
+        switch.call = _Call(positions, decoding)
+        try:
+            return original(*bound.args, **bound.kwargs)
+        finally:
+            switch.call = None
+
+    forward.__signature__ = sig.replace(parameters=[
+        *[p for p in params.values() if p.kind is not p.VAR_KEYWORD],
+        inspect.Parameter("circlerope_positions", inspect.Parameter.KEYWORD_ONLY, default=None),
+        *[p for p in params.values() if p.kind is p.VAR_KEYWORD]])
+    forward.__doc__ = original.__doc__
+    forward.__wrapped_by_circlerope__ = original
+    return forward
+
+
+def _rotary_forward(switch: _Switch, original):
+    def forward(x, position_ids, *args, **kwargs):
+        call = switch.call
+        if call is None:
+            raise RuntimeError("the rotary embedding of a model switched by circlerope.hf ran outside the model's "
+                               "own forward (call the model, not its text model)")
+        positions = call.positions.to(x.device)
+        if call.decoding and switch.official_decode:
+            # The reference's decode: every layer on Circle-RoPE's positions.
+            return original(x, positions[switch.schemes.index("circle")], *args, **kwargs)
+        pairs = [original(x, positions[g], *args, **kwargs) for g in range(len(switch.schemes))]
+        if len(pairs) == 1:
+            return pairs[0]
+        return _GeometryEmbeddings(pairs, switch.primary)
+    return forward
+
+
+def _layer_forward(geometry: int, original):
+    sig = inspect.signature(original)
+    var_kw = next((n for n, p in sig.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+
+    def forward(*args, **kwargs):
+        pe = kwargs.get("position_embeddings")
+        if isinstance(pe, _GeometryEmbeddings):
+            kwargs["position_embeddings"] = tuple(pe.per_geometry[geometry])
+            return original(*args, **kwargs)
+        if "position_embeddings" not in kwargs:  # passed by position (4.x gradient checkpointing)
+            bound = sig.bind_partial(*args, **kwargs)
+            pe = bound.arguments.get("position_embeddings")
+            if pe is None and var_kw:
+                pe = bound.arguments.get(var_kw, {}).get("position_embeddings")
+            if isinstance(pe, _GeometryEmbeddings):
+                bound.arguments["position_embeddings"] = tuple(pe.per_geometry[geometry])
+                return original(*bound.args, **bound.kwargs)
+        return original(*args, **kwargs)
+    return forward
+
+
+def _generate(switch: _Switch, original, accepts_token_types: bool):
+    def generate(*args, **kwargs):
+        ids = kwargs.get("input_ids", args[0] if args and isinstance(args[0], torch.Tensor) else None)
+        if (accepts_token_types and kwargs.get("mm_token_type_ids") is None and ids is not None
+                and bool(_vision_mask(ids, switch.vision).any())):
+            kwargs["mm_token_type_ids"] = _token_types(ids, switch.vision).to(ids.device)
+        return original(*args, **kwargs)
+    generate.__doc__ = original.__doc__
+    return generate
+
+
+# --------------------------------------------------------------------- API ---
+
+def _geometry_from_config(config):
+    saved = getattr(config, CONFIG_KEY, None)
+    if saved is None:
+        raise ValueError("circlerope.hf.apply(model) without a scheme reads the geometry that save_pretrained stored in "
+                         f"config.{CONFIG_KEY}, and this config has none: pass scheme= (and age=)")
+    if not isinstance(saved, dict) or "scheme" not in saved:
+        raise ValueError(f"config.{CONFIG_KEY} = {_shown(saved)} is not a geometry circlerope.hf.apply wrote")
+    circle = CircleConfig(**saved.get("circle") or {})
+    return saved["scheme"], circle, saved.get("age"), bool(saved.get("official_decode", False))
+
+
+def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig] = None, age=None,
+          compat: Optional[str] = None, official_decode: bool = False):
+    """Switch a loaded transformers Qwen2-VL / Qwen2.5-VL model to a geometry, in place; returns
+    the model. restore(model) undoes it.
+
+    scheme: "circle" (Circle-RoPE), "mrope" (the model's own M-RoPE, bit-identical), "vanilla"
+        or "unordered". None: the geometry saved in the model's config (save_pretrained of a
+        switched model stores it in config.circlerope).
+    circle: circlerope.CircleConfig (the paper's setting by default).
+    age: None (every layer on `scheme`), or a geometry per layer: an AgePlan, or its spec
+        ("alternate", "lower", "upper", "all", "strategy_1".."strategy_4", a C/M/V/U pattern),
+        built for the model's layer count. Each geometry keeps its own positions while decoding.
+    compat: the transformers behaviour to reproduce (default: the installed release's).
+    official_decode: decode as the reference repository does (every layer on Circle-RoPE's
+        positions after the prompt), to compare against its numbers; a cached generate() then
+        differs from a full recompute under AGE.
+    """
+    from . import hf  # noqa: PLC0415
+
+    if getattr(model, _ATTR, None) is not None:
+        raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) first")
+    holder, text = _parts(model)
+    config = model.config
+    if scheme is None and age is None:
+        scheme, saved_circle, age, saved_official = _geometry_from_config(config)
+        circle = saved_circle if circle is None else circle
+        official_decode = official_decode or saved_official
+    layers = len(text.layers)
+    if age is not None:
+        if scheme not in (None, "circle"):
+            raise ValueError(f"scheme={scheme!r} with age={_shown(age)}: an AGE plan names each layer's geometry itself")
+        plan = age if isinstance(age, AgePlan) else AgePlan(age, layers)
+        if len(plan) != layers:
+            raise ValueError(f"the AGE plan has {len(plan)} layers but the model {layers}")
+        per_layer = [plan.layer_scheme(i) for i in range(layers)]
+    else:
+        plan = None
+        if not isinstance(scheme, str) or scheme not in _SCHEMES:
+            raise ValueError(f"scheme {_shown(scheme)} (expected one of {', '.join(_SCHEMES)})")
+        per_layer = [scheme] * layers
+    schemes = tuple(dict.fromkeys(per_layer))
+    if official_decode and "circle" not in schemes:
+        raise ValueError("official_decode=True puts every layer on Circle-RoPE while decoding, but no layer uses it")
+    if circle is not None and not isinstance(circle, CircleConfig):
+        raise ValueError(f"circle must be a circlerope.CircleConfig, got {_shown(circle)}")
+    compat = hf._check_compat(compat)
+    switch = _Switch(schemes=schemes, primary=schemes.index("circle") if "circle" in schemes else 0,
+                     layer_geometry=[schemes.index(s) for s in per_layer], circle=circle or CircleConfig(),
+                     vision=VisionConfig.from_hf_config(config), compat=compat,
+                     official_decode=bool(official_decode), plan=plan)
+    # The primary geometry's get_rope_index (rope_index_fn validates the settings now, not at the
+    # first forward), which also keeps every geometry's positions for the forward that follows:
+    # generate() from 5.x runs the vision tower and get_rope_index before the first forward and
+    # hands that forward no grids.
+    primary_fn = hf.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle, compat=compat)
+
+    def compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                mm_token_type_ids=None):
+        result = primary_fn.compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                                    attention_mask, mm_token_type_ids)
+        mask = None if attention_mask is None else torch.as_tensor(attention_mask).to("cpu")
+        ids = input_ids.to("cpu")
+        positions, following = _positions(switch, ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask)
+        switch.computed = {"input_ids": ids.clone(), "mask": None if mask is None else mask.clone(),
+                           "positions": positions, "next": following}
+        return result
+
+    fn = hf._with_signature(compute, compat, config.model_type == "qwen2_vl")
+    fn.__doc__, fn.compat, fn.scheme = primary_fn.__doc__, compat, primary_fn.scheme
+    _set(switch, holder, "get_rope_index", fn)
+    _set(switch, model, "forward", _outer_forward(switch, model.forward))
+    rotary = text.rotary_emb
+    _set(switch, rotary, "forward", _rotary_forward(switch, rotary.forward))
+    if len(schemes) > 1:
+        for i, layer in enumerate(text.layers):
+            _set(switch, layer, "forward", _layer_forward(switch.layer_geometry[i], layer.forward))
+    if callable(getattr(model, "generate", None)):
+        accepts = "mm_token_type_ids" in inspect.signature(model.forward).parameters
+        _set(switch, model, "generate", _generate(switch, model.generate, accepts))
+    for obj in (model, holder):
+        if getattr(obj, "rope_deltas", None) is not None:
+            _set(switch, obj, "rope_deltas", None)
+    _set(switch, config, CONFIG_KEY, switch.describe())
+    object.__setattr__(model, _ATTR, switch)
+    return model
+
+
+def restore(model):
+    """Undo apply(model): the model runs transformers' own code again (and its config no longer
+    names a circlerope geometry). Returns the model."""
+    switch = getattr(model, _ATTR, None)
+    if switch is None:
+        raise ValueError("this model is not switched by circlerope.hf.apply")
+    for obj, name, had, value in reversed(switch.undo):
+        if had:
+            setattr(obj, name, value)
+        elif name in vars(obj):
+            delattr(obj, name)
+    object.__delattr__(model, _ATTR)
+    return model
+
+
+def geometry(model) -> Optional[dict]:
+    """What apply() set on `model` (scheme, age pattern, circle options, official_decode), or None."""
+    switch = getattr(model, _ATTR, None)
+    return None if switch is None else dict(switch.describe(), schemes=list(switch.schemes),
+                                            layer_geometry=list(switch.layer_geometry), compat=switch.compat)
+
+
+def from_pretrained(model_class, path, **kwargs):
+    """model_class.from_pretrained(path, **kwargs), switched to the geometry its config saved
+    (a checkpoint written by save_pretrained of a switched model); unswitched when it saved none."""
+    model = model_class.from_pretrained(path, **kwargs)
+    if getattr(model.config, CONFIG_KEY, None) is not None:
+        apply(model)
+    return model
+
+
+def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
+    """One padding-free row from several samples, for a model switched by apply().
+
+    samples: dicts with "input_ids" (1-D or [1, S]) and optionally "image_grid_thw",
+    "video_grid_thw", "second_per_grid_ts", "pixel_values", "pixel_values_videos", "labels".
+    Returns the model's keyword arguments: input_ids [1, T], position_ids [4, 1, T] (a text row
+    restarting at 0 for each sample, which transformers turns into a block-diagonal mask, then
+    the primary geometry's positions), circlerope_positions (every geometry's float32 positions
+    as int32 bit patterns in int64 [G, 3, 1, T], so no dtype cast reaches them), the
+    concatenated grids and pixels, labels, use_cache=False (transformers builds the packed mask
+    only without a cache), and with flash_attention_kwargs the cu_seq_lens_q/k and
+    max_length_q/k that flash-attention's varlen path reads."""
+    switch = getattr(model, _ATTR, None)
+    if switch is None:
+        raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
+    if not samples:
+        raise ValueError("circlerope.hf.pack: no samples")
+    ids, text_rows, positions, lengths = [], [], [], []
+    grids = {"image_grid_thw": [], "video_grid_thw": [], "second_per_grid_ts": []}
+    concat = {"pixel_values": [], "pixel_values_videos": [], "labels": []}
+    for n, sample in enumerate(samples):
+        if not isinstance(sample, dict) or "input_ids" not in sample:
+            raise ValueError(f"sample {n} must be a dict with input_ids, got {_shown(sample)}")
+        row = torch.as_tensor(sample["input_ids"]).reshape(1, -1).to(torch.int64)
+        if row.size(1) == 0:
+            raise ValueError(f"sample {n} has no tokens")
+        img, vid, sec = (sample.get(k) for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts"))
+        pos, _ = _positions(switch, row, img, vid, sec, None)
+        ids.append(row)
+        positions.append(pos)
+        text_rows.append(torch.arange(row.size(1)))
+        lengths.append(row.size(1))
+        for key, value in (("image_grid_thw", img), ("video_grid_thw", vid)):
+            if value is not None and len(value):
+                grids[key].append(torch.as_tensor(value, dtype=torch.int64).reshape(-1, 3))
+        if sec is not None and len(sec):
+            grids["second_per_grid_ts"].append(torch.as_tensor(sec, dtype=torch.float32).reshape(-1))
+        for key in concat:
+            if sample.get(key) is not None:
+                value = torch.as_tensor(sample[key])
+                concat[key].append(value.reshape(1, -1) if key == "labels" else value)
+    all_pos = torch.cat(positions, dim=3)
+    out = {"input_ids": torch.cat(ids, 1),
+           "position_ids": torch.cat([torch.cat(text_rows).view(1, 1, -1).to(torch.float32),
+                                      all_pos[switch.primary]], 0),
+           "circlerope_positions": all_pos.contiguous().view(torch.int32).to(torch.int64)}
+    for key, parts in {**grids, **concat}.items():
+        if parts:
+            if key == "labels" and len(parts) != len(samples):
+                raise ValueError("labels: give them for every sample or for none")
+            out[key] = torch.cat(parts, 1 if key == "labels" else 0)
+    if flash_attention_kwargs:
+        cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+        out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths))
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+        out["mm_token_type_ids"] = _token_types(out["input_ids"], switch.vision)
+    # transformers looks for packed sequences only without a cache (and without an attention mask).
+    out["use_cache"] = False
+    return out

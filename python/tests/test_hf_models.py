@@ -1,0 +1,476 @@
+"""circlerope.hf.apply / restore / pack on real transformers models (tiny, random, built from
+config objects: nothing is downloaded).
+
+Checked against transformers itself and against an independent layer-by-layer forward:
+- M-RoPE through apply() gives the unswitched model's logits bit for bit (eager and sdpa);
+- Circle-RoPE and AGE logits equal a forward written here from the model's parts, with each
+  layer's (cos, sin) made from circlerope.get_rope_index's positions for its geometry;
+- a spy on every attention module sees its geometry's (cos, sin), from float32 positions;
+- greedy generate() with a cache equals a full recompute at every step (1 row, a left-padded
+  batch of 2), each geometry and AGE; official_decode differs from it under AGE, as the
+  reference does;
+- pack(): per-sample logits equal separate forwards; its positions survive a bf16 cast;
+- gradients with and without gradient checkpointing; save_pretrained / from_pretrained;
+  restore(); errors.
+"""
+
+import inspect
+import re
+
+import pytest
+import torch
+
+import circlerope
+import circlerope.hf as hf
+
+transformers = pytest.importorskip("transformers")
+
+VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", transformers.__version__).groups())
+if VERSION < (4, 49):
+    pytest.skip("transformers older than 4.49 has no Qwen2.5-VL", allow_module_level=True)
+
+VOCAB, START, END, IMAGE, VIDEO, PAD = 300, 290, 291, 292, 293, 0
+LAYERS = 4
+ATOL = 2e-5  # cached decode against a full recompute: different matmul shapes, same positions
+
+
+def _config(model_type, attn):
+    if model_type == "qwen2_vl":
+        Cfg = transformers.Qwen2VLConfig
+        vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, spatial_merge_size=2,
+                      patch_size=2, temporal_patch_size=2, in_channels=3)
+    else:
+        Cfg = transformers.Qwen2_5_VLConfig
+        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                      spatial_merge_size=2, patch_size=2, temporal_patch_size=2, in_channels=3,
+                      tokens_per_second=2, window_size=4, fullatt_block_indexes=[0])
+    text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
+    if VERSION >= (5, 0):
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3]}
+    else:
+        text["rope_scaling"] = {"type": "mrope", "mrope_section": [2, 3, 3]}
+        text["rope_theta"] = 1e4
+    ids = dict(vision_start_token_id=START, vision_end_token_id=END, image_token_id=IMAGE, video_token_id=VIDEO)
+    if "text_config" in (getattr(Cfg, "sub_configs", None) or {}):
+        cfg = Cfg(text_config=text, vision_config=vision, **ids)
+    else:
+        cfg = Cfg(vision_config=vision, **text, **ids)
+    cfg._attn_implementation = attn
+    return cfg
+
+
+def make_model(model_type="qwen2_5_vl", attn="eager", seed=0):
+    torch.manual_seed(seed)
+    Model = (transformers.Qwen2VLForConditionalGeneration if model_type == "qwen2_vl"
+             else transformers.Qwen2_5_VLForConditionalGeneration)
+    model = Model(_config(model_type, attn)).eval()
+    for obj in (model.config, getattr(model.config, "text_config", None)):
+        if obj is not None:
+            obj.pad_token_id = PAD
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.pad_token_id = PAD
+    return model
+
+
+def block(kind, t, h, w):
+    """Token ids of one vision block: start, t*(h/2)*(w/2) placeholders, end."""
+    return [START] + [VIDEO if kind == "video" else IMAGE] * (t * (h // 2) * (w // 2)) + [END]
+
+
+def request(kinds=("image",), seed=0, video_t=2):
+    """One sample: text, then a block per kind, then text; the pixels its grids need."""
+    g = torch.Generator().manual_seed(seed)
+    ids, images, videos = [int(x) for x in torch.randint(3, 200, (3,), generator=g)], [], []
+    for i, kind in enumerate(kinds):
+        grid = [video_t, 4, 4] if kind == "video" else [1, 4, 6 if i % 2 else 4]
+        (videos if kind == "video" else images).append(grid)
+        ids += block(kind, *grid) + [int(x) for x in torch.randint(3, 200, (2,), generator=g)]
+    sample = {"input_ids": torch.tensor([ids])}
+    patch = 3 * 2 * 2 * 2  # in_channels * temporal_patch_size * patch_size^2
+    if images:
+        sample["image_grid_thw"] = torch.tensor(images)
+        sample["pixel_values"] = torch.randn(sum(t * h * w for t, h, w in images), patch, generator=g)
+    if videos:
+        sample["video_grid_thw"] = torch.tensor(videos)
+        sample["pixel_values_videos"] = torch.randn(sum(t * h * w for t, h, w in videos), patch, generator=g)
+    return sample
+
+
+def padded_batch(side="left"):
+    """Two rows of different lengths, padded on `side`, with the attention mask."""
+    a, b = request(("image",), seed=1), request(("image", "image"), seed=2)
+    la, lb = a["input_ids"].size(1), b["input_ids"].size(1)
+    n = max(la, lb)
+
+    def pad(row, length):
+        fill = torch.full((1, n - length), PAD, dtype=torch.int64)
+        return torch.cat([fill, row] if side == "left" else [row, fill], 1)
+
+    def mask(length):
+        ones, zeros = torch.ones(1, length, dtype=torch.int64), torch.zeros(1, n - length, dtype=torch.int64)
+        return torch.cat([zeros, ones] if side == "left" else [ones, zeros], 1)
+
+    return {"input_ids": torch.cat([pad(a["input_ids"], la), pad(b["input_ids"], lb)]),
+            "attention_mask": torch.cat([mask(la), mask(lb)]),
+            "image_grid_thw": torch.cat([a["image_grid_thw"], b["image_grid_thw"]]),
+            "pixel_values": torch.cat([a["pixel_values"], b["pixel_values"]])}
+
+
+def token_types(ids):
+    return (ids == IMAGE).long() + 2 * (ids == VIDEO).long()
+
+
+def hf_kwargs(model, inputs):
+    """What the unswitched model needs: mm_token_type_ids from 5.3 on."""
+    out = dict(inputs)
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+        out["mm_token_type_ids"] = token_types(inputs["input_ids"])
+    return out
+
+
+def parts(model):
+    inner = model.model
+    return getattr(inner, "language_model", inner)
+
+
+def forward_logits(model, inputs):
+    with torch.no_grad():
+        return model(**inputs).logits
+
+
+REQUESTS = {"text": lambda: {"input_ids": torch.tensor([[5, 6, 7, 8, 9]])},
+            "image": lambda: request(("image",)),
+            "two images": lambda: request(("image", "image"), seed=3),
+            "video": lambda: request(("video",), seed=4),
+            "left padded": lambda: padded_batch("left"),
+            "right padded": lambda: padded_batch("right")}
+
+
+# ------------------------------------------------------------ M-RoPE exact ---
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("name", list(REQUESTS))
+def test_switched_mrope_is_the_unswitched_model_bit_for_bit(model_type, attn, name):
+    model = make_model(model_type, attn)
+    inputs = REQUESTS[name]()
+    want = forward_logits(model, hf_kwargs(model, inputs))
+    hf.apply(model, "mrope")
+    got = forward_logits(model, inputs)  # no mm_token_type_ids: apply derives them
+    real = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"])).bool()
+    assert torch.equal(got[real], want[real])
+    hf.restore(model)
+    assert torch.equal(forward_logits(model, hf_kwargs(model, inputs))[real], want[real])
+
+
+# ------------------------------------------------ an independent transcription ---
+
+def reference_logits(model, inputs, per_layer_schemes, circle=None):
+    """The model's forward written out: embeddings with the vision features scattered in, then
+    every decoder layer with the (cos, sin) of ITS geometry's positions (circlerope.get_rope_index,
+    float32), transformers' rotary formula, a causal + padding mask, the final norm and lm_head.
+    Nothing here goes through apply()."""
+    text = parts(model)
+    ids = inputs["input_ids"]
+    mask2d = inputs.get("attention_mask")
+    vision = circlerope.VisionConfig.from_hf_config(model.config)
+    compat = hf.installed_compat()
+    with torch.no_grad():
+        embeds = model.get_input_embeddings()(ids)
+        if "pixel_values" in inputs:
+            visual = getattr(model.model, "visual", None) or model.visual
+            feats = visual(inputs["pixel_values"], grid_thw=inputs["image_grid_thw"])
+            feats = getattr(feats, "pooler_output", feats)
+            feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
+            embeds = embeds.masked_scatter((ids == IMAGE).unsqueeze(-1).expand_as(embeds), feats.to(embeds.dtype))
+        if "pixel_values_videos" in inputs:
+            visual = getattr(model.model, "visual", None) or model.visual
+            feats = visual(inputs["pixel_values_videos"], grid_thw=inputs["video_grid_thw"])
+            feats = getattr(feats, "pooler_output", feats)
+            feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
+            embeds = embeds.masked_scatter((ids == VIDEO).unsqueeze(-1).expand_as(embeds), feats.to(embeds.dtype))
+        b, s, _ = embeds.shape
+        allowed = torch.ones(s, s, dtype=torch.bool).tril()[None, None].expand(b, 1, s, s).clone()
+        if mask2d is not None:
+            allowed &= mask2d.bool()[:, None, None, :]
+        additive = torch.zeros(b, 1, s, s).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        pos = {}
+        for scheme in set(per_layer_schemes):
+            p, _ = circlerope.get_rope_index(ids, inputs.get("image_grid_thw"), inputs.get("video_grid_thw"),
+                                             inputs.get("second_per_grid_ts"), mask2d, scheme=scheme,
+                                             circle=circle, vision=vision, compat=compat)
+            pos[scheme] = type(text.rotary_emb).forward(text.rotary_emb, embeds, p.to(torch.float32))
+        hidden = embeds
+        for layer, scheme in zip(text.layers, per_layer_schemes):
+            out = type(layer).forward(layer, hidden, attention_mask=additive, position_embeddings=pos[scheme])
+            hidden = out[0] if isinstance(out, tuple) else out
+        return model.lm_head(text.norm(hidden))
+
+
+GEOMETRIES = {"circle": dict(scheme="circle"), "vanilla": dict(scheme="vanilla"),
+              "alternate": dict(age="alternate"), "lower": dict(age="lower"), "pattern CMMV": dict(age="CMMV")}
+
+
+def layer_schemes(model):
+    g = hf.geometry(model)
+    return [g["schemes"][i] for i in g["layer_geometry"]]
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("geometry", list(GEOMETRIES))
+@pytest.mark.parametrize("name", ["image", "two images", "video", "left padded", "right padded"])
+def test_circle_and_age_equal_the_layer_by_layer_transcription(model_type, geometry, name):
+    model = make_model(model_type, "eager")
+    inputs = REQUESTS[name]()
+    circle = circlerope.CircleConfig(radius="auto", alpha=0.7)
+    hf.apply(model, circle=circle, **GEOMETRIES[geometry])
+    got = forward_logits(model, inputs)
+    want = reference_logits(model, inputs, layer_schemes(model), circle)
+    real = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"])).bool()
+    torch.testing.assert_close(got[real], want[real], rtol=0, atol=1e-5)
+
+
+def test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions(monkeypatch):
+    model = make_model("qwen2_5_vl")
+    text = parts(model)
+    seen_positions = []
+    original = type(text.rotary_emb).forward
+
+    def spy_rotary(self, x, position_ids, *a, **k):
+        seen_positions.append(position_ids)
+        return original(self, x, position_ids, *a, **k)
+
+    monkeypatch.setattr(type(text.rotary_emb), "forward", spy_rotary)
+    hf.apply(model, age="alternate")
+    got = {}
+    hooks = [layer.self_attn.register_forward_pre_hook(
+        lambda mod, args, kwargs, i=i: got.__setitem__(i, kwargs["position_embeddings"]), with_kwargs=True)
+        for i, layer in enumerate(text.layers)]
+    inputs = request(("image",))
+    forward_logits(model, inputs)
+    for h in hooks:
+        h.remove()
+    assert all(p.dtype == torch.float32 for p in seen_positions) and len(seen_positions) == 2
+    vision = circlerope.VisionConfig.from_hf_config(model.config)
+    for i, scheme in enumerate(["circle", "mrope", "circle", "mrope"]):
+        p, _ = circlerope.get_rope_index(inputs["input_ids"], inputs["image_grid_thw"], scheme=scheme,
+                                         vision=vision, compat=hf.installed_compat())
+        cos, sin = original(text.rotary_emb, torch.zeros(1, dtype=torch.float32), p.float())
+        assert type(got[i]) is tuple, i
+        assert torch.equal(got[i][0], cos) and torch.equal(got[i][1], sin), (i, scheme)
+
+
+def test_circle_positions_are_fractional_and_reach_the_layers():
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    seen = []
+    parts(model).layers[0].self_attn.register_forward_pre_hook(
+        lambda mod, args, kwargs: seen.append(kwargs["position_embeddings"]), with_kwargs=True)
+    inputs = request(("image",))
+    forward_logits(model, inputs)
+    p, _ = circlerope.get_rope_index(inputs["input_ids"], inputs["image_grid_thw"], scheme="circle",
+                                     vision=circlerope.VisionConfig.from_hf_config(model.config),
+                                     compat=hf.installed_compat())
+    assert (p != p.round()).any()  # really fractional
+    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1), p)
+    assert torch.equal(seen[0][0], cos)
+
+
+# ------------------------------------------------------------------ generate ---
+
+def _prompt(batch):
+    if batch == 1:
+        return request(("image",), seed=7)
+    return padded_batch("left")
+
+
+@pytest.mark.parametrize("geometry", ["mrope", "circle", "alternate"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch):
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
+    inputs = _prompt(batch)
+    steps = 5
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                             output_logits=True, return_dict_in_generate=True)
+    prompt_len = inputs["input_ids"].size(1)
+    sequences = out.sequences
+    assert sequences.size(1) == prompt_len + steps
+    for step in range(steps):
+        full = dict(inputs, input_ids=sequences[:, :prompt_len + step])
+        if "attention_mask" in inputs:
+            full["attention_mask"] = torch.cat([inputs["attention_mask"],
+                                                torch.ones(batch, step, dtype=torch.int64)], 1)
+        logits = forward_logits(model, full)[:, -1]
+        torch.testing.assert_close(out.logits[step], logits, rtol=0, atol=ATOL, msg=f"step {step}")
+        assert torch.equal(logits.argmax(-1), sequences[:, prompt_len + step]), step
+
+
+def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
+    model = make_model("qwen2_5_vl")
+    inputs = request(("image",), seed=7)
+    results = {}
+    for official in (False, True):
+        hf.apply(model, age="alternate", official_decode=official)
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                                 output_logits=True, return_dict_in_generate=True)
+        results[official] = out
+        hf.restore(model)
+    # The prompt's logits are the same; after it the reference puts the M-RoPE layers on
+    # Circle-RoPE's positions, which a full recompute does not.
+    torch.testing.assert_close(results[True].logits[0], results[False].logits[0], rtol=0, atol=0)
+    assert (results[True].logits[1] - results[False].logits[1]).abs().max() > 1e-4
+
+
+# ------------------------------------------------------------------- packing ---
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("geometry", ["circle", "alternate"])
+def test_packed_samples_give_each_samples_own_logits(attn, geometry):
+    if VERSION < (5, 0):
+        pytest.skip("pack()'s position_ids follow the text-row convention of transformers 5")
+    model = make_model("qwen2_5_vl", attn)
+    hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
+    samples = [request(("image",), seed=11), request(("image", "image"), seed=12), request((), seed=13)]
+    packed = hf.pack(model, samples)
+    got = forward_logits(model, packed)
+    start = 0
+    for sample in samples:
+        n = sample["input_ids"].size(1)
+        alone = forward_logits(model, sample)
+        torch.testing.assert_close(got[:, start:start + n], alone, rtol=0, atol=1e-5)
+        start += n
+
+
+def test_packed_positions_survive_a_floating_point_cast():
+    """Trainer (under DeepSpeed) casts floating inputs to bf16; circlerope_positions is int64."""
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    packed = hf.pack(model, [request(("image",), seed=11), request(("image",), seed=12)])
+    cast = {k: v.to(torch.bfloat16) if torch.is_tensor(v) and v.is_floating_point() and k != "pixel_values" else v
+            for k, v in packed.items()}
+    assert cast["circlerope_positions"].dtype == torch.int64
+    torch.testing.assert_close(forward_logits(model, cast), forward_logits(model, packed), rtol=0, atol=0)
+
+
+def test_flash_attention_kwargs_of_a_pack():
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    samples = [request((), seed=1), request(("image",), seed=2)]
+    packed = hf.pack(model, samples, flash_attention_kwargs=True)
+    lengths = [s["input_ids"].size(1) for s in samples]
+    assert packed["cu_seq_lens_q"].tolist() == [0, lengths[0], sum(lengths)]
+    assert packed["max_length_k"] == max(lengths)
+
+
+# ------------------------------------------------------------------ training ---
+
+def test_gradients_are_the_same_with_gradient_checkpointing():
+    grads = []
+    for checkpointing in (False, True):
+        model = make_model("qwen2_5_vl")
+        hf.apply(model, age="alternate")
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        inputs = request(("image",), seed=5)
+        out = model(**inputs, labels=inputs["input_ids"])
+        out.loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and grads[0]
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_forward_without_mm_token_type_ids_still_uses_the_geometry():
+    model = make_model("qwen2_5_vl")
+    inputs = request(("image",))
+    hf.apply(model, "circle")
+    without = forward_logits(model, inputs)
+    with_types = forward_logits(model, dict(inputs, mm_token_type_ids=token_types(inputs["input_ids"])))
+    assert torch.equal(without, with_types)
+    hf.restore(model)
+    assert not torch.equal(forward_logits(model, hf_kwargs(model, inputs)), without)
+
+
+# ----------------------------------------------------- config, restore, save ---
+
+def test_restore_undoes_everything():
+    model = make_model("qwen2_5_vl")
+    inputs = request(("image",))
+    want = forward_logits(model, hf_kwargs(model, inputs))
+    hf.apply(model, age="alternate")
+    assert model.config.circlerope["age"] == "CMCM"
+    hf.restore(model)
+    assert "forward" not in vars(model) and "generate" not in vars(model)
+    assert all("forward" not in vars(layer) for layer in parts(model).layers)
+    assert "forward" not in vars(parts(model).rotary_emb)
+    assert getattr(model.config, "circlerope", None) is None
+    assert torch.equal(forward_logits(model, hf_kwargs(model, inputs)), want)
+    with pytest.raises(ValueError, match="not switched"):
+        hf.restore(model)
+
+
+def test_save_pretrained_and_from_pretrained_keep_the_geometry(tmp_path):
+    model = make_model("qwen2_5_vl")
+    circle = circlerope.CircleConfig(radius="auto", alpha=0.25)
+    hf.apply(model, age="lower", circle=circle)
+    inputs = request(("image",))
+    want = forward_logits(model, inputs)
+    model.save_pretrained(tmp_path)
+    again = hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path, attn_implementation="eager")
+    again.eval()
+    assert hf.geometry(again)["age"] == "CCMM"
+    assert hf.geometry(again)["circle"]["alpha"] == 0.25 and hf.geometry(again)["circle"]["radius"] == "auto"
+    torch.testing.assert_close(forward_logits(again, inputs), want, rtol=0, atol=0)
+
+
+def test_errors_name_the_problem():
+    model = make_model("qwen2_5_vl")
+    with pytest.raises(ValueError, match="scheme 'ring'"):
+        hf.apply(model, "ring")
+    with pytest.raises(ValueError, match="config.circlerope"):
+        hf.apply(model)
+    with pytest.raises(ValueError, match="layer count|layers"):
+        hf.apply(model, age=circlerope.AgePlan("alternate", 6))
+    with pytest.raises(ValueError, match="official_decode"):
+        hf.apply(model, "mrope", official_decode=True)
+    with pytest.raises(ValueError, match="AGE plan names"):
+        hf.apply(model, "mrope", age="alternate")
+    hf.apply(model, "circle")
+    with pytest.raises(ValueError, match="already switched"):
+        hf.apply(model, "circle")
+    inputs = request(("image",))
+    with pytest.raises(ValueError, match="2-D"):
+        model(**dict(inputs, attention_mask=torch.ones(1, 1, 5, 5)))
+    with pytest.raises(ValueError, match="input_ids"):
+        model(inputs_embeds=torch.zeros(1, 4, 64))
+    with pytest.raises(ValueError, match="position_ids"):
+        model(**dict(inputs, position_ids=torch.arange(inputs["input_ids"].size(1)).view(1, -1)))
+    with pytest.raises(RuntimeError, match="outside the model"):
+        parts(model)(inputs_embeds=torch.zeros(1, 4, 64))
+    with pytest.raises(ValueError, match="circlerope_positions"):
+        model(**inputs, circlerope_positions=torch.zeros(3, 3, 1, 2, dtype=torch.int64))
+    cfg = transformers.PretrainedConfig()
+    cfg.model_type = "qwen3_vl"
+
+    class Fake(torch.nn.Module):
+        config = cfg
+    with pytest.raises(ValueError, match="Qwen3-VL"):
+        hf.apply(Fake(), "circle")
+
+
+def test_new_images_after_a_cached_prompt_are_refused():
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    inputs = request(("image",))
+    with torch.no_grad():
+        out = model(**inputs, use_cache=True)
+        cache = out.past_key_values if hasattr(out, "past_key_values") else out.cache
+        key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        with pytest.raises(NotImplementedError, match="after the prompt"):
+            model(input_ids=torch.tensor([[START, IMAGE]]), **{key: cache})
