@@ -344,11 +344,20 @@ def _generate(switch: _Switch, original, accepts_token_types: bool):
 
 # --------------------------------------------------------------------- API ---
 
-def _geometry_from_config(config):
+def _geometry_from_config(config, layers: int):
+    """(scheme, circle, age, official_decode) from config.circlerope (what apply() stores), or
+    from the official code's config.circle_rope dict (_hf_official: its quirks)."""
     saved = getattr(config, CONFIG_KEY, None)
+    official = getattr(config, "circle_rope", None)
+    if saved is None and official is not None:
+        from ._hf_official import from_official_config  # noqa: PLC0415
+
+        circle, plan = from_official_config(official, layers)
+        return "circle", circle, plan, False
     if saved is None:
         raise ValueError("circlerope.hf.apply(model) without a scheme reads the geometry that save_pretrained stored in "
-                         f"config.{CONFIG_KEY}, and this config has none: pass scheme= (and age=)")
+                         f"config.{CONFIG_KEY} (or the official code's config.circle_rope), and this config has "
+                         "neither: pass scheme= (and age=)")
     if not isinstance(saved, dict) or "scheme" not in saved:
         raise ValueError(f"config.{CONFIG_KEY} = {_shown(saved)} is not a geometry circlerope.hf.apply wrote")
     circle = CircleConfig(**saved.get("circle") or {})
@@ -362,7 +371,10 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
 
     scheme: "circle" (Circle-RoPE), "mrope" (the model's own M-RoPE, bit-identical), "vanilla"
         or "unordered". None: the geometry saved in the model's config (save_pretrained of a
-        switched model stores it in config.circlerope).
+        switched model stores it in config.circlerope), or else the official code's
+        config.circle_rope dict (a checkpoint fine-tuned with the authors' code; mapped by
+        circlerope._hf_official, which documents its quirks and refuses what it cannot
+        reproduce).
     circle: circlerope.CircleConfig (the paper's setting by default).
     age: None (every layer on `scheme`), or a geometry per layer: an AgePlan, or its spec
         ("alternate", "lower", "upper", "all", "strategy_1".."strategy_4", a C/M/V/U pattern),
@@ -378,11 +390,11 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) first")
     holder, text = _parts(model)
     config = model.config
+    layers = len(text.layers)
     if scheme is None and age is None:
-        scheme, saved_circle, age, saved_official = _geometry_from_config(config)
+        scheme, saved_circle, age, saved_official = _geometry_from_config(config, layers)
         circle = saved_circle if circle is None else circle
         official_decode = official_decode or saved_official
-    layers = len(text.layers)
     if age is not None:
         if scheme not in (None, "circle"):
             raise ValueError(f"scheme={scheme!r} with age={_shown(age)}: an AGE plan names each layer's geometry itself")
@@ -466,9 +478,10 @@ def geometry(model) -> Optional[dict]:
 
 def from_pretrained(model_class, path, **kwargs):
     """model_class.from_pretrained(path, **kwargs), switched to the geometry its config saved
-    (a checkpoint written by save_pretrained of a switched model); unswitched when it saved none."""
+    (config.circlerope, written by save_pretrained of a switched model, or the official code's
+    config.circle_rope); unswitched when it names none."""
     model = model_class.from_pretrained(path, **kwargs)
-    if getattr(model.config, CONFIG_KEY, None) is not None:
+    if getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
         apply(model)
     return model
 

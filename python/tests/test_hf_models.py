@@ -474,3 +474,23 @@ def test_new_images_after_a_cached_prompt_are_refused():
         key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         with pytest.raises(NotImplementedError, match="after the prompt"):
             model(input_ids=torch.tensor([[START, IMAGE]]), **{key: cache})
+
+
+def test_a_checkpoint_of_the_official_code_opens_on_its_geometry(tmp_path):
+    """config.json of the authors' code carries a circle_rope dict (their shipped example's
+    values, github.com/lose4578/CircleRoPE code/config.json; AGE_mode needs 36 layers there, so
+    this 4-layer model takes no AGE_mode)."""
+    model = make_model("qwen2_5_vl")
+    model.config.circle_rope = {"alpha": 0.5, "radius": 10, "method": "circle", "move_to_origin": True}
+    model.save_pretrained(tmp_path)
+    again = hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path, attn_implementation="eager")
+    assert hf.geometry(again)["schemes"] == ["circle"]
+    assert hf.geometry(again)["circle"] == dict(radius=10.0, alpha=0.5, move_to_origin=True, dff_rate=0.0,
+                                                move_to_positive=None)
+    inputs = request(("image",))
+    want = reference_logits(again.eval(), inputs, ["circle"] * LAYERS, circlerope.CircleConfig())
+    torch.testing.assert_close(forward_logits(again, inputs), want, rtol=0, atol=1e-5)
+    hf.restore(again)
+    again.config.circle_rope = {"alpha": 0.5, "radius": 10, "AGE_mode": "strategy_4"}
+    with pytest.raises(ValueError, match="36"):
+        hf.apply(again)
