@@ -21,7 +21,7 @@
 #     uv's cache: after the first run nothing is downloaded; an existing dir is kept). torch
 #     and numpy come from .venv/ (numpy is pinned to the venv's). The venv's own transformers
 #     (constraints.txt's pin) is used as is, without a dir;
-#  2. runs python/tests/test_hf_versions.py with PYTHONPATH=build/hf/VERSION:BUILD/python, so
+#  2. runs python/tests/test_hf_versions.py and test_hf_models.py with PYTHONPATH=build/hf/VERSION:BUILD/python, so
 #     that release is the transformers the test imports. The test builds tiny Qwen2-VL /
 #     Qwen2.5-VL models from configs (nothing is downloaded) and compares their
 #     get_rope_index with circlerope's under compat_for_version(VERSION).
@@ -29,7 +29,8 @@
 # BUILD is $CIRCLEROPE_HF_BUILD (default build/hf-build): configured there if it is not yet,
 # then its target circlerope_python is brought up to date (a no-op when nothing changed;
 # HF_MATRIX_NO_BUILD=1 skips it).
-# Environment: HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x -k qwen2_5"),
+# Environment: HF_MATRIX_TESTS (default "test_hf_versions.py test_hf_models.py": the compat
+# modes and circlerope.hf.apply), HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x"),
 # HF_MATRIX_CASES (random requests per category, default 12), HF_MATRIX_INSTALL_ONLY=1
 # (install, run nothing). Prints one line per version and a summary; exits non-zero if any
 # version failed or could not be installed.
@@ -91,6 +92,10 @@ install_version() {
   touch "$dir/.complete"
 }
 
+# The test files run against each release (HF_MATRIX_TESTS, names under python/tests).
+tests=()
+for name in ${HF_MATRIX_TESTS:-test_hf_versions.py test_hf_models.py}; do tests+=("$root/python/tests/$name"); done
+
 declare -A result
 failed=0
 start=$SECONDS
@@ -107,7 +112,7 @@ for ver in "${versions[@]}"; do
   # shellcheck disable=SC2086
   PYTHONPATH="$path" HF_MATRIX_EXPECT_VERSION="$ver" HF_MATRIX_RECORD_DIR="$record" \
     "$python" -m pytest -q -p no:cacheprovider \
-    ${HF_MATRIX_PYTEST_ARGS:-} "$root/python/tests/test_hf_versions.py" >"$log" 2>&1
+    ${HF_MATRIX_PYTEST_ARGS:-} "${tests[@]}" >"$log" 2>&1
   rc=$?
   summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//;s/ *$//')"
   result[$ver]="${summary:-no summary, rc $rc} ($((SECONDS - t0)) s)"

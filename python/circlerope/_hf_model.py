@@ -501,6 +501,11 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     switch = getattr(model, _ATTR, None)
     if switch is None:
         raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
+    import transformers  # noqa: PLC0415
+
+    if int(transformers.__version__.split(".")[0]) < 5:
+        raise NotImplementedError(f"circlerope.hf.pack builds transformers 5's packed position_ids (a text row first); "
+                                  f"transformers {transformers.__version__} reads packed sequences differently")
     if not samples:
         raise ValueError("circlerope.hf.pack: no samples")
     ids, text_rows, positions, lengths = [], [], [], []

@@ -15,7 +15,10 @@ Checked against transformers itself and against an independent layer-by-layer fo
 """
 
 import inspect
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -128,6 +131,12 @@ def hf_kwargs(model, inputs):
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         out["mm_token_type_ids"] = token_types(inputs["input_ids"])
     return out
+
+
+def lm_loss(logits, ids):
+    """Next-token cross-entropy (computed here: 4.52's own loss reads a config.vocab_size that
+    its nested configs lack)."""
+    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
 
 
 def parts(model):
@@ -328,11 +337,21 @@ def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
 
 # ------------------------------------------------------------------- packing ---
 
+needs_v5_packing = pytest.mark.skipif(VERSION < (5, 0), reason="pack() builds transformers 5's packed position_ids")
+
+
+@pytest.mark.skipif(VERSION >= (5, 0), reason="transformers 4 only")
+def test_pack_refuses_transformers_4():
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    with pytest.raises(NotImplementedError, match="transformers 5"):
+        hf.pack(model, [request(("image",))])
+
+
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("geometry", ["circle", "alternate"])
+@needs_v5_packing
 def test_packed_samples_give_each_samples_own_logits(attn, geometry):
-    if VERSION < (5, 0):
-        pytest.skip("pack()'s position_ids follow the text-row convention of transformers 5")
     model = make_model("qwen2_5_vl", attn)
     hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
     samples = [request(("image",), seed=11), request(("image", "image"), seed=12), request((), seed=13)]
@@ -346,6 +365,7 @@ def test_packed_samples_give_each_samples_own_logits(attn, geometry):
         start += n
 
 
+@needs_v5_packing
 def test_packed_positions_survive_a_floating_point_cast():
     """Trainer (under DeepSpeed) casts floating inputs to bf16; circlerope_positions is int64."""
     model = make_model("qwen2_5_vl")
@@ -357,6 +377,7 @@ def test_packed_positions_survive_a_floating_point_cast():
     torch.testing.assert_close(forward_logits(model, cast), forward_logits(model, packed), rtol=0, atol=0)
 
 
+@needs_v5_packing
 def test_flash_attention_kwargs_of_a_pack():
     model = make_model("qwen2_5_vl")
     hf.apply(model, "circle")
@@ -369,18 +390,25 @@ def test_flash_attention_kwargs_of_a_pack():
 
 # ------------------------------------------------------------------ training ---
 
-def test_gradients_are_the_same_with_gradient_checkpointing():
-    grads = []
-    for checkpointing in (False, True):
-        model = make_model("qwen2_5_vl")
+def _gradients(switch, checkpointing):
+    model = make_model("qwen2_5_vl")
+    if switch:
         hf.apply(model, age="alternate")
-        model.train()
-        if checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        inputs = request(("image",), seed=5)
-        out = model(**inputs, labels=inputs["input_ids"])
-        out.loss.backward()
-        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    model.train()
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    inputs = request(("image",), seed=5)
+    lm_loss(model(**inputs).logits, inputs["input_ids"]).backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_gradients_are_the_same_with_gradient_checkpointing():
+    plain = [_gradients(False, c) for c in (False, True)]
+    theirs = [n for n in plain[0] if not torch.allclose(plain[0][n], plain[1][n], rtol=0, atol=1e-6)]
+    if theirs:  # 4.56.2: its vision tower changes under checkpointing, and so does everything after it
+        pytest.skip(f"transformers {transformers.__version__}'s own (unswitched) model gives other gradients "
+                    f"under checkpointing: {len(theirs)} parameters, {theirs[0]} first")
+    grads = [_gradients(True, c) for c in (False, True)]
     assert grads[0].keys() == grads[1].keys() and grads[0]
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=0, atol=1e-6, msg=name)
@@ -391,8 +419,9 @@ def test_a_forward_without_mm_token_type_ids_still_uses_the_geometry():
     inputs = request(("image",))
     hf.apply(model, "circle")
     without = forward_logits(model, inputs)
-    with_types = forward_logits(model, dict(inputs, mm_token_type_ids=token_types(inputs["input_ids"])))
-    assert torch.equal(without, with_types)
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:  # 5.3 on
+        with_types = forward_logits(model, dict(inputs, mm_token_type_ids=token_types(inputs["input_ids"])))
+        assert torch.equal(without, with_types)
     hf.restore(model)
     assert not torch.equal(forward_logits(model, hf_kwargs(model, inputs)), without)
 
@@ -494,3 +523,25 @@ def test_a_checkpoint_of_the_official_code_opens_on_its_geometry(tmp_path):
     again.config.circle_rope = {"alpha": 0.5, "radius": 10, "AGE_mode": "strategy_4"}
     with pytest.raises(ValueError, match="36"):
         hf.apply(again)
+
+
+@pytest.mark.skipif(os.environ.get("CIRCLEROPE_SANITIZED") == "1" or bool(os.environ.get("HF_MATRIX_EXPECT_VERSION")),
+                    reason="two torchrun launches (about a minute): run by the Release tree's python_hf_ddp test")
+def test_two_process_ddp_fine_tune_gives_the_weights_of_one_process(tmp_path):
+    """torchrun (gloo) with 2 processes against 1, same global batch of 4 (hf_ddp_finetune.py)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_ddp_finetune.py")
+    weights = {}
+    for world in (1, 2):
+        out = tmp_path / f"w{world}.pt"
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                              f"--nproc_per_node={world}", script, str(out)],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+        weights[world] = torch.load(out)
+    moved = 0
+    start = make_model("qwen2_5_vl").state_dict()
+    for name, value in weights[1].items():
+        torch.testing.assert_close(weights[2][name], value, rtol=0, atol=1e-6, msg=name)
+        moved += int(not torch.equal(value, start[name]))
+    assert moved > 10  # the steps changed the weights
