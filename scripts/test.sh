@@ -19,8 +19,12 @@ jobs=$(nproc)
 # Every compile goes through ccache (its cache is ~/.cache/ccache, kept between runs on a
 # machine): the package build of stage 2 reuses stage 1's objects, and a rerun after a small
 # change recompiles only what changed. CMake reads these variables; CCACHE_DISABLE=1 turns it off.
+# CCACHE_BASEDIR makes the paths under this clone relative in what ccache hashes (and
+# CCACHE_NOHASHDIR leaves the working directory out for -g builds), so that a new clone at
+# another path reuses the objects an earlier clone compiled.
 if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 fi
 
 echo "== Release build and tests"
