@@ -1,5 +1,5 @@
-"""circlerope.hf.apply / restore / pack: a loaded transformers Qwen2-VL / Qwen2.5-VL model on a
-geometry (or one geometry per layer, AGE), and back.
+"""circlerope.hf.apply / restore / pack: a loaded transformers Qwen2-VL / Qwen2.5-VL / Qwen3-VL
+model on a geometry (or one geometry per layer, AGE), and back.
 
 How a switched model works. transformers computes one set of 3-D positions per forward, turns it
 into one (cos, sin) pair in the text model's rotary embedding, and hands that pair to every
@@ -75,6 +75,7 @@ class _Switch:
     compat: str
     official_decode: bool
     plan: Optional[AgePlan]
+    qwen3: bool = False      # Qwen3-VL: every video frame is a block of its own (below)
     undo: list = dataclasses.field(default_factory=list)   # (object, name, had own attribute, value)
     call: Optional[_Call] = None
     computed: Optional[dict] = None  # what the patched get_rope_index computed last
@@ -96,13 +97,14 @@ def _parts(model):
 
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type in ("qwen3_vl", "qwen3_vl_moe"):
-        raise ValueError(f"model_type {model_type!r}: Qwen3-VL is not supported yet (its get_rope_index, with "
-                         "per-frame timestamps and interleaved M-RoPE sections, has no circlerope compat mode)")
+    if model_type == "qwen3_vl_moe":
+        raise ValueError("model_type 'qwen3_vl_moe': Qwen3-VL-MoE is not supported yet (Qwen3-VL is)")
     if model_type == "qwen2_5_vl_circle_rope":
-        raise ValueError("model_type 'qwen2_5_vl_circle_rope' (the official Circle-RoPE checkpoint format): load it "
-                         "with circlerope.hf.from_pretrained(path), which maps its circle_rope settings")
-    hf._model_type(config)
+        raise ValueError("model_type 'qwen2_5_vl_circle_rope' (ms-swift's name for the official Circle-RoPE model): "
+                         "load the checkpoint as qwen2_5_vl; its config's circle_rope dict is then read by "
+                         "circlerope.hf.apply(model)")
+    if model_type != "qwen3_vl":
+        hf._model_type(config)
     inner = getattr(model, "model", None)
     holder = next((m for m in (model, inner) if m is not None and callable(getattr(m, "get_rope_index", None))), None)
     text = None
@@ -151,9 +153,22 @@ def _mask_2d(mask, input_ids: Tensor) -> Optional[Tensor]:
     return mask
 
 
+def _frames(video_grid_thw):
+    """Qwen3-VL separates a video's frames with timestamp tokens, each frame its own vision
+    block: a [t, h, w] grid is t grids [1, h, w] (as Qwen3-VL's get_rope_index splits it)."""
+    if video_grid_thw is None:
+        return None
+    grid = torch.as_tensor(video_grid_thw, dtype=torch.int64).reshape(-1, 3)
+    grid = grid.repeat_interleave(grid[:, 0], dim=0)
+    grid[:, 0] = 1
+    return grid
+
+
 def _positions(switch: _Switch, input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask):
     """Every geometry's positions [G, 3, B, S] (float32) and the next text position of each row
     [G, B]: the position of a text token appended to the prompt."""
+    if switch.qwen3:
+        video_grid_thw, second_per_grid_ts = _frames(video_grid_thw), None
     b = input_ids.size(0)
     ext_ids = torch.cat([input_ids, torch.full((b, 1), _filler(switch.vision), dtype=input_ids.dtype,
                                                device=input_ids.device)], 1)
@@ -366,8 +381,10 @@ def _geometry_from_config(config, layers: int):
 
 def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig] = None, age=None,
           compat: Optional[str] = None, official_decode: bool = False):
-    """Switch a loaded transformers Qwen2-VL / Qwen2.5-VL model to a geometry, in place; returns
-    the model. restore(model) undoes it.
+    """Switch a loaded transformers Qwen2-VL / Qwen2.5-VL / Qwen3-VL model to a geometry, in place;
+    returns the model. restore(model) undoes it. Qwen3-VL (transformers 5.3 on) separates a
+    video's frames with timestamp tokens: each frame is a vision block of its own, so under
+    Circle-RoPE each frame gets its own ring.
 
     scheme: "circle" (Circle-RoPE), "mrope" (the model's own M-RoPE, bit-identical), "vanilla"
         or "unordered". None: the geometry saved in the model's config (save_pretrained of a
@@ -412,21 +429,44 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         raise ValueError("official_decode=True puts every layer on Circle-RoPE while decoding, but no layer uses it")
     if circle is not None and not isinstance(circle, CircleConfig):
         raise ValueError(f"circle must be a circlerope.CircleConfig, got {_shown(circle)}")
+    qwen3 = config.model_type == "qwen3_vl"
+    if qwen3:
+        # Qwen3-VL's get_rope_index (5.x): blocks of one frame, text after a block at its start +
+        # max(h, w) / merge, deltas against real tokens: the rule of hf-5.18 on those blocks.
+        if compat is not None and compat != "hf-5.18":
+            raise ValueError(f"compat={compat!r}: Qwen3-VL models follow hf-5.18's rule (leave compat out)")
+        installed = hf.installed_compat()
+        if hf._canonical(installed) not in hf._TOKEN_TYPE_MODES:
+            raise ValueError(f"Qwen3-VL under transformers of mode {installed}: circlerope.hf supports Qwen3-VL "
+                             "from transformers 5.3 on")
+        compat = "hf-5.18"
     compat = hf._check_compat(compat)
     switch = _Switch(schemes=schemes, primary=schemes.index("circle") if "circle" in schemes else 0,
                      layer_geometry=[schemes.index(s) for s in per_layer], circle=circle or CircleConfig(),
                      vision=VisionConfig.from_hf_config(config), compat=compat,
-                     official_decode=bool(official_decode), plan=plan)
+                     official_decode=bool(official_decode), plan=plan, qwen3=qwen3)
     # The primary geometry's get_rope_index (rope_index_fn validates the settings now, not at the
     # first forward), which also keeps every geometry's positions for the forward that follows:
     # generate() from 5.x runs the vision tower and get_rope_index before the first forward and
     # hands that forward no grids.
-    primary_fn = hf.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle, compat=compat)
+    if qwen3:
+        def primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                    mm_token_type_ids=None):
+            hf._check_token_types(mm_token_type_ids, input_ids, attention_mask, switch.vision)
+            return get_rope_index(input_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask,
+                                  scheme=schemes[switch.primary], circle=switch.circle, vision=switch.vision,
+                                  compat=compat)
+        get_rope_index(torch.zeros(1, 1, dtype=torch.int64), scheme=schemes[switch.primary], circle=switch.circle,
+                       vision=switch.vision, compat=compat)  # validates the settings now
+        doc = f"circlerope positions ({schemes[switch.primary]}) with Qwen3-VL's get_rope_index signature"
+    else:
+        primary_fn = hf.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle, compat=compat)
+        primary, doc = primary_fn.compute, primary_fn.__doc__
 
     def compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
                 mm_token_type_ids=None):
-        result = primary_fn.compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                                    attention_mask, mm_token_type_ids)
+        result = primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
+                         attention_mask, mm_token_type_ids)
         mask = None if attention_mask is None else torch.as_tensor(attention_mask).to("cpu")
         ids = input_ids.to("cpu")
         positions, following = _positions(switch, ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask)
@@ -434,8 +474,9 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
                            "positions": positions, "next": following}
         return result
 
-    fn = hf._with_signature(compute, compat, config.model_type == "qwen2_vl")
-    fn.__doc__, fn.compat, fn.scheme = primary_fn.__doc__, compat, primary_fn.scheme
+    # Qwen3-VL's signature is Qwen2-VL's of 5.3 on (no second_per_grid_ts).
+    fn = hf._with_signature(compute, compat, config.model_type in ("qwen2_vl", "qwen3_vl"))
+    fn.__doc__, fn.compat, fn.scheme = doc, compat, schemes[switch.primary]
     _set(switch, holder, "get_rope_index", fn)
     _set(switch, model, "forward", _outer_forward(switch, model.forward))
     rotary = text.rotary_emb

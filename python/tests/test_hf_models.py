@@ -37,7 +37,28 @@ LAYERS = 4
 ATOL = 2e-5  # cached decode against a full recompute: different matmul shapes, same positions
 
 
+HAS_QWEN3 = VERSION >= (5, 3) and hasattr(transformers, "Qwen3VLForConditionalGeneration")
+MODEL_TYPES = ["qwen2_vl", "qwen2_5_vl"] + (["qwen3_vl"] if HAS_QWEN3 else [])
+
+
+def _qwen3_config(attn):
+    text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                bos_token_id=1, eos_token_id=2, pad_token_id=PAD,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3],
+                                 "mrope_interleaved": True})
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=2,
+                  spatial_merge_size=2, temporal_patch_size=2, in_channels=3, num_position_embeddings=64,
+                  deepstack_visual_indexes=[0])
+    cfg = transformers.Qwen3VLConfig(text_config=text, vision_config=vision, vision_start_token_id=START,
+                                     vision_end_token_id=END, image_token_id=IMAGE, video_token_id=VIDEO)
+    cfg._attn_implementation = attn
+    return cfg
+
+
 def _config(model_type, attn):
+    if model_type == "qwen3_vl":
+        return _qwen3_config(attn)
     if model_type == "qwen2_vl":
         Cfg = transformers.Qwen2VLConfig
         vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, spatial_merge_size=2,
@@ -66,8 +87,9 @@ def _config(model_type, attn):
 
 def make_model(model_type="qwen2_5_vl", attn="eager", seed=0):
     torch.manual_seed(seed)
-    Model = (transformers.Qwen2VLForConditionalGeneration if model_type == "qwen2_vl"
-             else transformers.Qwen2_5_VLForConditionalGeneration)
+    Model = {"qwen2_vl": transformers.Qwen2VLForConditionalGeneration,
+             "qwen2_5_vl": transformers.Qwen2_5_VLForConditionalGeneration,
+             "qwen3_vl": getattr(transformers, "Qwen3VLForConditionalGeneration", None)}[model_type]
     model = Model(_config(model_type, attn)).eval()
     for obj in (model.config, getattr(model.config, "text_config", None)):
         if obj is not None:
@@ -99,6 +121,23 @@ def request(kinds=("image",), seed=0, video_t=2):
         sample["video_grid_thw"] = torch.tensor(videos)
         sample["pixel_values_videos"] = torch.randn(sum(t * h * w for t, h, w in videos), patch, generator=g)
     return sample
+
+
+def qwen3_video(seed=4, t=2):
+    """A Qwen3-VL video: each frame its own block behind a timestamp token (a text token here)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = [5, 6, 7]
+    for frame in range(t):
+        ids += [100 + frame] + block("video", 1, 4, 4)
+    ids += [8, 9]
+    return {"input_ids": torch.tensor([ids]), "video_grid_thw": torch.tensor([[t, 4, 4]]),
+            "pixel_values_videos": torch.randn(t * 16, 3 * 2 * 2 * 2, generator=g)}
+
+
+def inputs_for(model_type, name):
+    if model_type == "qwen3_vl" and name == "video":
+        return qwen3_video()
+    return REQUESTS[name]()
 
 
 def padded_batch(side="left"):
@@ -160,11 +199,11 @@ REQUESTS = {"text": lambda: {"input_ids": torch.tensor([[5, 6, 7, 8, 9]])},
 # ------------------------------------------------------------ M-RoPE exact ---
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
-@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("name", list(REQUESTS))
 def test_switched_mrope_is_the_unswitched_model_bit_for_bit(model_type, attn, name):
     model = make_model(model_type, attn)
-    inputs = REQUESTS[name]()
+    inputs = inputs_for(model_type, name)
     want = forward_logits(model, hf_kwargs(model, inputs))
     hf.apply(model, "mrope")
     got = forward_logits(model, inputs)  # no mm_token_type_ids: apply derives them
@@ -241,8 +280,14 @@ def test_circle_and_age_equal_the_layer_by_layer_transcription(model_type, geome
     torch.testing.assert_close(got[real], want[real], rtol=0, atol=1e-5)
 
 
-def test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions(monkeypatch):
-    model = make_model("qwen2_5_vl")
+def compat_of(model_type):
+    """The mode circlerope.hf uses for a model: the installed release's; Qwen3-VL's is hf-5.18's."""
+    return "hf-5.18" if model_type == "qwen3_vl" else hf.installed_compat()
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions(monkeypatch, model_type):
+    model = make_model(model_type)
     text = parts(model)
     seen_positions = []
     original = type(text.rotary_emb).forward
@@ -265,7 +310,7 @@ def test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions(monkey
     vision = circlerope.VisionConfig.from_hf_config(model.config)
     for i, scheme in enumerate(["circle", "mrope", "circle", "mrope"]):
         p, _ = circlerope.get_rope_index(inputs["input_ids"], inputs["image_grid_thw"], scheme=scheme,
-                                         vision=vision, compat=hf.installed_compat())
+                                         vision=vision, compat=compat_of(model_type))
         cos, sin = original(text.rotary_emb, torch.zeros(1, dtype=torch.float32), p.float())
         assert type(got[i]) is tuple, i
         assert torch.equal(got[i][0], cos) and torch.equal(got[i][1], sin), (i, scheme)
@@ -295,10 +340,11 @@ def _prompt(batch):
     return padded_batch("left")
 
 
+@pytest.mark.parametrize("model_type", ["qwen2_5_vl"] + (["qwen3_vl"] if HAS_QWEN3 else []))
 @pytest.mark.parametrize("geometry", ["mrope", "circle", "alternate"])
 @pytest.mark.parametrize("batch", [1, 2])
-def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch):
-    model = make_model("qwen2_5_vl")
+def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch, model_type):
+    model = make_model(model_type)
     hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
     inputs = _prompt(batch)
     steps = 5
@@ -485,11 +531,11 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="circlerope_positions"):
         model(**inputs, circlerope_positions=torch.zeros(3, 3, 1, 2, dtype=torch.int64))
     cfg = transformers.PretrainedConfig()
-    cfg.model_type = "qwen3_vl"
+    cfg.model_type = "qwen3_vl_moe"
 
     class Fake(torch.nn.Module):
         config = cfg
-    with pytest.raises(ValueError, match="Qwen3-VL"):
+    with pytest.raises(ValueError, match="Qwen3-VL-MoE"):
         hf.apply(Fake(), "circle")
 
 
@@ -545,3 +591,27 @@ def test_two_process_ddp_fine_tune_gives_the_weights_of_one_process(tmp_path):
         torch.testing.assert_close(weights[2][name], value, rtol=0, atol=1e-6, msg=name)
         moved += int(not torch.equal(value, start[name]))
     assert moved > 10  # the steps changed the weights
+
+
+@pytest.mark.skipif(not HAS_QWEN3, reason="Qwen3-VL from transformers 5.3 on")
+@pytest.mark.parametrize("geometry", ["circle", "alternate"])
+def test_qwen3_vl_video_frames_each_take_a_ring_and_generate_continues_them(geometry):
+    model = make_model("qwen3_vl")
+    hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
+    inputs = qwen3_video(t=3)
+    seen = []
+    parts(model).layers[0].self_attn.register_forward_pre_hook(
+        lambda mod, args, kwargs: seen.append(kwargs["position_embeddings"]), with_kwargs=True)
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                             output_logits=True, return_dict_in_generate=True)
+    # The prompt's layer-0 positions: three frames of [1, 4, 4], each a Circle-RoPE block.
+    frames = torch.tensor([[1, 4, 4]] * 3)
+    p, _ = circlerope.get_rope_index(inputs["input_ids"], None, frames, scheme="circle",
+                                     vision=circlerope.VisionConfig.from_hf_config(model.config), compat="hf-5.18")
+    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1), p)
+    assert torch.equal(seen[0][0], cos)
+    n = inputs["input_ids"].size(1)
+    for step in range(3):
+        full = dict(inputs, input_ids=out.sequences[:, :n + step])
+        torch.testing.assert_close(out.logits[step], forward_logits(model, full)[:, -1], rtol=0, atol=ATOL)
