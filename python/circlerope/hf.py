@@ -22,8 +22,12 @@ compared with the real releases of its range (scripts/hf_matrix.sh):
     "hf-5.18"       transformers 5.18 and later
 
 Rotation in Hugging Face's terms: `rotary_cos_sin` gives the (cos, sin) that
-Qwen2_5_VLRotaryEmbedding returns, and `apply_multimodal_rotary_pos_emb` takes them with
-`mrope_section` like transformers' function of that name, rotating with the fused operator.
+Qwen2_5_VLRotaryEmbedding returns, bit for bit, and `apply_multimodal_rotary_pos_emb` takes them
+with `mrope_section` like transformers' function of that name: the fused operator for float32,
+transformers' formula in q's dtype otherwise (fused=True: the operator for every dtype).
+
+A whole model: apply(model, scheme | age=...) switches a loaded Qwen2-VL / Qwen2.5-VL / Qwen3-VL
+model (every layer, generate(), packing, save/load), restore(model) undoes it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import (CircleConfig, RotaryConfig, VisionConfig, _fused_device, _plain, _shown, apply_rotary,
-               decode_position_ids, get_rope_index, rotary_table)
+               decode_position_ids, get_rope_index)
 
 __all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index_fn",
            "decode_position_ids_hf", "rotary_config", "rotary_cos_sin",
@@ -316,33 +320,43 @@ def decode_position_ids_hf(rope_deltas, cache_position, count: int = 1, *, compa
 
 # ------------------------------------------------------------------ rotation ---
 
+def _attention_scaling(config) -> float:
+    """transformers' rotary attention_scaling: 1.0 for the default rope type, which Qwen2-VL /
+    Qwen2.5-VL checkpoints use; other rope types compute it, so it must be given."""
+    rope_type = _rope_field(config, "rope_type") or _rope_field(config, "type")
+    if rope_type in (None, "default", "mrope"):
+        return 1.0
+    raise ValueError(f"rope_type {rope_type!r}: pass attention_scaling= (the model's rotary_emb.attention_scaling)")
+
+
 def rotary_cos_sin(position_ids, config=None, *, mrope_section=None, rope_theta=None, head_dim=None,
-                   dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
-    """What Qwen2_5_VLRotaryEmbedding(x, position_ids) returns: (cos, sin), each
-    [3, B, S, head_dim], axis a holding every frequency at that axis's positions, halves
-    repeated (rotate_half pairing). Angles are computed in double and rounded once (HF
-    computes them in float32). Give a transformers `config`, or the three values."""
+                   attention_scaling=None, dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
+    """What Qwen2_5_VLRotaryEmbedding(x, position_ids) of transformers 4.x returns, bit for bit:
+    (cos, sin), each [3, B, S, head_dim], axis a holding every frequency at that axis's
+    positions, halves repeated (rotate_half pairing), times attention_scaling, in `dtype`.
+    Computed as transformers does: inverse frequencies and angles in float32. (From 5.x the
+    module itself picks each frequency's axis: _select_sections(cos, mrope_section)[a] of this
+    is what it returns.) Give a transformers `config`, or head_dim and rope_theta;
+    attention_scaling defaults to the config's (1.0 for the default rope type)."""
     if config is not None:
         rc = rotary_config(config)
         head_dim = rc.dim if head_dim is None else head_dim
         rope_theta = rc.theta if rope_theta is None else rope_theta
+        attention_scaling = _attention_scaling(config) if attention_scaling is None else attention_scaling
     if head_dim is None or rope_theta is None:
         raise ValueError("rotary_cos_sin needs a config, or head_dim and rope_theta")
+    scaling = 1.0 if attention_scaling is None else float(_plain(attention_scaling))
     position_ids = torch.as_tensor(position_ids)
     if position_ids.dim() == 2:
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
     if position_ids.dim() != 3 or position_ids.size(0) != 3:
         raise ValueError(f"position_ids must have shape [3, B, S] or [B, S], got {list(position_ids.shape)}")
-    device = position_ids.device
-    pos = position_ids.detach().to("cpu", torch.float32)
-    half = _int_arg(head_dim, "head_dim", 2, 1024) // 2
-    cos, sin = [], []
-    for axis in range(3):
-        table = rotary_table(pos[axis], rotary_dim=2 * half, theta=rope_theta, layout="single")
-        c, s = table[..., :half], table[..., half:]
-        cos.append(torch.cat([c, c], -1))
-        sin.append(torch.cat([s, s], -1))
-    return torch.stack(cos).to(device, dtype), torch.stack(sin).to(device, dtype)
+    dim = 2 * (_int_arg(head_dim, "head_dim", 2, 1024) // 2)
+    exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=position_ids.device).to(torch.float32) / dim
+    inv_freq = 1.0 / (float(rope_theta) ** exponent)
+    freqs = position_ids.detach().to(torch.float32)[..., None] * inv_freq  # one product: HF's K=1 matmul
+    emb = torch.cat([freqs, freqs], -1)
+    return (emb.cos() * scaling).to(dtype), (emb.sin() * scaling).to(dtype)
 
 
 def _select_sections(t: Tensor, mrope_section) -> Tensor:
@@ -360,21 +374,30 @@ def _rotate_half(x: Tensor) -> Tensor:
 
 
 def apply_multimodal_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, mrope_section,
-                                    unsqueeze_dim: int = 1) -> Tuple[Tensor, Tensor]:
-    """transformers' apply_multimodal_rotary_pos_emb, fused: cos/sin [3, B, S, D] (from the
-    model's rotary embedding or rotary_cos_sin), q/k [B, H, S, D] (unsqueeze_dim=1) or
-    [B, S, H, D] (unsqueeze_dim=2). One kernel rotates q and k with float32 math; tensors on a
-    device without circlerope kernels take transformers' own formula."""
+                                    unsqueeze_dim: int = 1, *, fused: Optional[bool] = None) -> Tuple[Tensor, Tensor]:
+    """transformers' apply_multimodal_rotary_pos_emb: cos/sin [3, B, S, D] (from the model's
+    rotary embedding or rotary_cos_sin), q/k [B, H, S, D] (unsqueeze_dim=1) or [B, S, H, D]
+    (unsqueeze_dim=2).
+
+    fused=None (default): float32 q and k go through circlerope's fused operator (float32 math,
+    as transformers' formula then does; equal to it within float32 rounding), other dtypes take
+    transformers' formula in q's dtype, so bf16 results are transformers' bit for bit.
+    fused=True: the fused operator for every dtype (float32 math, rounded once to q's dtype:
+    more exact than transformers' bf16 formula, not equal to it). fused=False: the formula.
+    Tensors on a device without circlerope kernels always take the formula."""
     if cos.dim() != 4 or cos.size(0) != 3 or sin.shape != cos.shape:
         raise ValueError(f"cos and sin must both have shape [3, B, S, D], got {list(cos.shape)} and {list(sin.shape)}")
     if unsqueeze_dim not in (1, 2):
         raise ValueError(f"unsqueeze_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), got {unsqueeze_dim}")
+    if fused not in (None, True, False):
+        raise ValueError(f"fused must be None, True or False, got {_shown(fused)}")
     cos_sel, sin_sel = _select_sections(cos, mrope_section), _select_sections(sin, mrope_section)
     half = cos_sel.size(-1) // 2
-    if _fused_device(q) and _fused_device(k) and q.device == k.device == cos.device:
+    use_fused = (q.dtype == torch.float32 and k.dtype == torch.float32) if fused is None else fused
+    if use_fused and _fused_device(q) and _fused_device(k) and q.device == k.device == cos.device:
         table = torch.cat([cos_sel[..., :half], sin_sel[..., :half]], -1).to(torch.float32).contiguous()
         return apply_rotary(q, k, table, pairing="neox", qk_layout="bhsd" if unsqueeze_dim == 1 else "bshd")
-    cos_u, sin_u = cos_sel.unsqueeze(unsqueeze_dim), sin_sel.unsqueeze(unsqueeze_dim)
+    cos_u, sin_u = cos_sel.unsqueeze(unsqueeze_dim).to(q.dtype), sin_sel.unsqueeze(unsqueeze_dim).to(q.dtype)
     return q * cos_u + _rotate_half(q) * sin_u, k * cos_u + _rotate_half(k) * sin_u
 
 

@@ -313,6 +313,27 @@ def test_rotary_cos_sin_is_what_the_hf_rotary_embedding_returns():
     assert torch.allclose(cos.double(), want_cos, atol=1e-6) and torch.allclose(sin.double(), want_sin, atol=1e-6)
     with pytest.raises(ValueError):
         hf.rotary_cos_sin(pos)  # no config, no head_dim
+    half = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6, attention_scaling=0.5)
+    assert torch.equal(half[0], cos * 0.5)
+    with pytest.raises(ValueError, match="attention_scaling"):
+        hf.rotary_cos_sin(pos, dict(hf_config(as_dict=True), rope_scaling={"type": "yarn", "mrope_section": [16, 24, 24]}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotary_cos_sin_equals_the_installed_transformers_bit_for_bit(dtype):
+    transformers = pytest.importorskip("transformers")
+    import test_hf_models as models  # noqa: PLC0415 (its tiny model)
+
+    model = models.make_model("qwen2_5_vl")
+    rotary = models.parts(model).rotary_emb
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 16 + [TEXT] * 3]), [[1, 8, 8]],
+                                       scheme="circle")
+    want_cos, want_sin = rotary(torch.zeros(1, dtype=dtype), pos)
+    cos, sin = hf.rotary_cos_sin(pos, model.config, dtype=dtype)
+    if want_cos.dim() == 3:  # 5.x: the module picks each frequency's axis itself
+        sections = hf.rotary_config(model.config).sections
+        cos, sin = hf._select_sections(cos, sections), hf._select_sections(sin, sections)
+    assert transformers.__version__ and torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
 
 
 @pytest.mark.parametrize("unsqueeze_dim", [1, 2])
@@ -330,6 +351,22 @@ def test_apply_multimodal_rotary_pos_emb_equals_transformers_formula(unsqueeze_d
     tol = 1e-5 if dtype == torch.float32 else 2 ** -8 * 4
     assert torch.allclose(got_q.double(), want_q, atol=tol, rtol=tol)
     assert torch.allclose(got_k.double(), want_k, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_apply_multimodal_rotary_pos_emb_does_transformers_math_in_qs_dtype(dtype):
+    torch.manual_seed(1)
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 16 + [TEXT] * 5]), [[1, 8, 8]])
+    cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6, dtype=dtype)  # the model's rotary gives q's dtype
+    q, k = torch.randn(1, 16, 23, 128).to(dtype), torch.randn(1, 2, 23, 128).to(dtype)
+    got = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24])
+    want = hf_apply(q, k, cos, sin, [16, 24, 24])
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    fused = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24], fused=True)
+    exact = hf_apply(q.double(), k.double(), cos.double(), sin.double(), [16, 24, 24])
+    assert fused[0].dtype == dtype and (fused[0].double() - exact[0]).abs().max() <= (got[0].double() - exact[0]).abs().max()
+    with pytest.raises(ValueError, match="fused"):
+        hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24], fused="yes")
 
 
 def test_apply_multimodal_rotary_pos_emb_is_differentiable_and_checks_sections():
