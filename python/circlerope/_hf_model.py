@@ -532,21 +532,26 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
 
     samples: dicts with "input_ids" (1-D or [1, S]) and optionally "image_grid_thw",
     "video_grid_thw", "second_per_grid_ts", "pixel_values", "pixel_values_videos", "labels".
-    Returns the model's keyword arguments: input_ids [1, T], position_ids [4, 1, T] (a text row
-    restarting at 0 for each sample, which transformers turns into a block-diagonal mask, then
-    the primary geometry's positions), circlerope_positions (every geometry's float32 positions
-    as int32 bit patterns in int64 [G, 3, 1, T], so no dtype cast reaches them), the
-    concatenated grids and pixels, labels, use_cache=False (transformers builds the packed mask
-    only without a cache), and with flash_attention_kwargs the cu_seq_lens_q/k and
-    max_length_q/k that flash-attention's varlen path reads."""
+    Returns the model's keyword arguments:
+    - input_ids [1, T];
+    - circlerope_positions: every geometry's float32 positions as int32 bit patterns in int64
+      [G, 3, 1, T], which the layers take, and which no dtype cast of floating inputs reaches;
+    - what the installed transformers needs to keep the samples apart: from 5.0,
+      position_ids int64 [4, 1, T], each row restarting at 0 per sample (transformers reads
+      the first and builds a block-diagonal mask from it, without an attention mask or a
+      cache: use_cache=False); before 5.0, which does not read packed position_ids outside
+      flash-attention, a 4-D block-diagonal causal attention_mask [1, 1, T, T] (0 where a
+      token may attend, the dtype's minimum elsewhere, in the model's dtype) and position_ids
+      int64 [3, 1, T];
+    - the concatenated grids, pixels and labels;
+    - with flash_attention_kwargs, the cu_seq_lens_q/k and max_length_q/k of flash-attention's
+      varlen path (not run here: no flash-attention on a CPU)."""
     switch = getattr(model, _ATTR, None)
     if switch is None:
         raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
     import transformers  # noqa: PLC0415
 
-    if int(transformers.__version__.split(".")[0]) < 5:
-        raise NotImplementedError(f"circlerope.hf.pack builds transformers 5's packed position_ids (a text row first); "
-                                  f"transformers {transformers.__version__} reads packed sequences differently")
+    v5 = int(transformers.__version__.split(".")[0]) >= 5
     if not samples:
         raise ValueError("circlerope.hf.pack: no samples")
     ids, text_rows, positions, lengths = [], [], [], []
@@ -574,10 +579,17 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
                 value = torch.as_tensor(sample[key])
                 concat[key].append(value.reshape(1, -1) if key == "labels" else value)
     all_pos = torch.cat(positions, dim=3)
+    text_row = torch.cat(text_rows).view(1, 1, -1)
     out = {"input_ids": torch.cat(ids, 1),
-           "position_ids": torch.cat([torch.cat(text_rows).view(1, 1, -1).to(torch.float32),
-                                      all_pos[switch.primary]], 0),
+           "position_ids": text_row.expand(4 if v5 else 3, -1, -1).contiguous(),
            "circlerope_positions": all_pos.contiguous().view(torch.int32).to(torch.int64)}
+    if not v5:
+        sample_of = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+        total = int(sample_of.numel())
+        allowed = (sample_of[:, None] == sample_of[None, :]) & torch.ones(total, total, dtype=torch.bool).tril()
+        dtype = getattr(model, "dtype", torch.float32)
+        out["attention_mask"] = torch.zeros(1, 1, total, total, dtype=dtype).masked_fill(
+            ~allowed, torch.finfo(dtype).min)
     for key, parts in {**grids, **concat}.items():
         if parts:
             if key == "labels" and len(parts) != len(samples):
@@ -588,6 +600,6 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
         out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths))
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         out["mm_token_type_ids"] = _token_types(out["input_ids"], switch.vision)
-    # transformers looks for packed sequences only without a cache (and without an attention mask).
+    # transformers 5 looks for packed sequences only without a cache (and without an attention mask).
     out["use_cache"] = False
     return out

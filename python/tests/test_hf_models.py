@@ -383,20 +383,8 @@ def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
 
 # ------------------------------------------------------------------- packing ---
 
-needs_v5_packing = pytest.mark.skipif(VERSION < (5, 0), reason="pack() builds transformers 5's packed position_ids")
-
-
-@pytest.mark.skipif(VERSION >= (5, 0), reason="transformers 4 only")
-def test_pack_refuses_transformers_4():
-    model = make_model("qwen2_5_vl")
-    hf.apply(model, "circle")
-    with pytest.raises(NotImplementedError, match="transformers 5"):
-        hf.pack(model, [request(("image",))])
-
-
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("geometry", ["circle", "alternate"])
-@needs_v5_packing
 def test_packed_samples_give_each_samples_own_logits(attn, geometry):
     model = make_model("qwen2_5_vl", attn)
     hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
@@ -411,19 +399,17 @@ def test_packed_samples_give_each_samples_own_logits(attn, geometry):
         start += n
 
 
-@needs_v5_packing
 def test_packed_positions_survive_a_floating_point_cast():
     """Trainer (under DeepSpeed) casts floating inputs to bf16; circlerope_positions is int64."""
     model = make_model("qwen2_5_vl")
     hf.apply(model, "circle")
     packed = hf.pack(model, [request(("image",), seed=11), request(("image",), seed=12)])
-    cast = {k: v.to(torch.bfloat16) if torch.is_tensor(v) and v.is_floating_point() and k != "pixel_values" else v
-            for k, v in packed.items()}
-    assert cast["circlerope_positions"].dtype == torch.int64
+    cast = {k: v.to(torch.bfloat16) if torch.is_tensor(v) and v.is_floating_point()
+            and k not in ("pixel_values", "attention_mask") else v for k, v in packed.items()}
+    assert cast["circlerope_positions"].dtype == torch.int64 and cast["position_ids"].dtype == torch.int64
     torch.testing.assert_close(forward_logits(model, cast), forward_logits(model, packed), rtol=0, atol=0)
 
 
-@needs_v5_packing
 def test_flash_attention_kwargs_of_a_pack():
     model = make_model("qwen2_5_vl")
     hf.apply(model, "circle")
