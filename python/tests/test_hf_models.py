@@ -341,7 +341,7 @@ def _prompt(batch):
 
 
 @pytest.mark.parametrize("model_type", ["qwen2_5_vl"] + (["qwen3_vl"] if HAS_QWEN3 else []))
-@pytest.mark.parametrize("geometry", ["mrope", "circle", "alternate"])
+@pytest.mark.parametrize("geometry", ["mrope", "circle", "vanilla", "alternate"])
 @pytest.mark.parametrize("batch", [1, 2])
 def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch, model_type):
     model = make_model(model_type)
@@ -422,25 +422,26 @@ def test_flash_attention_kwargs_of_a_pack():
 
 # ------------------------------------------------------------------ training ---
 
-def _gradients(switch, checkpointing):
+def _gradients(switch, checkpointing, reentrant=False):
     model = make_model("qwen2_5_vl")
     if switch:
         hf.apply(model, age="alternate")
     model.train()
     if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
     inputs = request(("image",), seed=5)
     lm_loss(model(**inputs).logits, inputs["input_ids"]).backward()
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_gradients_are_the_same_with_gradient_checkpointing():
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_gradients_are_the_same_with_gradient_checkpointing(reentrant):
     plain = [_gradients(False, c) for c in (False, True)]
     theirs = [n for n in plain[0] if not torch.allclose(plain[0][n], plain[1][n], rtol=0, atol=1e-6)]
     if theirs:  # 4.56.2: its vision tower changes under checkpointing, and so does everything after it
         pytest.skip(f"transformers {transformers.__version__}'s own (unswitched) model gives other gradients "
                     f"under checkpointing: {len(theirs)} parameters, {theirs[0]} first")
-    grads = [_gradients(True, c) for c in (False, True)]
+    grads = [_gradients(True, c, reentrant) for c in (False, True)]
     assert grads[0].keys() == grads[1].keys() and grads[0]
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=0, atol=1e-6, msg=name)
