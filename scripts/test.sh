@@ -39,9 +39,9 @@ echo "== pip install --no-build-isolation . into a venv with only torch, then th
 scripts/package_test.sh
 echo "== (package: ${SECONDS} s so far)"
 echo "== transformers releases, one per get_rope_index behaviour (docs/hf_compat.md)"
-# 5.24.0, the venv's pin (hf-5.18), is the transformers of the Python suite in stage 4.
+# 5.24.0 is the venv's pin (hf-5.18): it runs as installed.
 CIRCLEROPE_HF_BUILD="$PWD/build/release" HF_MATRIX_NO_BUILD=1 \
-  scripts/hf_matrix.sh 4.51.3 4.52.4 5.2.0 5.5.3 5.5.4 5.17.0
+  scripts/hf_matrix.sh 4.51.3 4.52.4 5.2.0 5.5.3 5.5.4 5.17.0 5.24.0
 echo "== (transformers releases: ${SECONDS} s so far)"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
