@@ -131,6 +131,15 @@ def _vision_mask(input_ids: Tensor, vision: VisionConfig) -> Tensor:
     return (input_ids == vision.image_token_id) | (input_ids == vision.video_token_id)
 
 
+def _opens_block(input_ids: Tensor, vision: VisionConfig) -> bool:
+    """A vision start followed by an image or video token: a block (SPEC 1). A lone image token
+    (a model may generate one) is text, as a full recompute would read it."""
+    if input_ids.size(-1) < 2:
+        return False
+    start = input_ids[..., :-1] == vision.vision_start_token_id
+    return bool((start & _vision_mask(input_ids[..., 1:], vision)).any())
+
+
 def _token_types(input_ids: Tensor, vision: VisionConfig) -> Tensor:
     types = torch.zeros_like(input_ids, dtype=torch.int64)
     types[input_ids == vision.image_token_id] = 1
@@ -279,8 +288,8 @@ def _outer_forward(switch: _Switch, original):
                                  "switched by circlerope.hf (run the prompt through it first)")
             if circlerope_positions is not None:
                 raise ValueError("circlerope_positions (packed training batches) cannot be given with a cache")
-            if input_ids is not None and bool(_vision_mask(input_ids, switch.vision).any()):
-                raise NotImplementedError("image or video tokens after the prompt of a cached generation: "
+            if input_ids is not None and _opens_block(input_ids, switch.vision):
+                raise NotImplementedError("an image or video block after the prompt of a cached generation: "
                                           "circlerope.hf continues text only; run the whole sequence without a cache")
             if past < prompt["length"]:
                 raise ValueError(f"a cache of {past} tokens is shorter than the prompt of {prompt['length']} that "
@@ -382,9 +391,9 @@ def _geometry_from_config(config, layers: int):
 def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig] = None, age=None,
           compat: Optional[str] = None, official_decode: bool = False):
     """Switch a loaded transformers Qwen2-VL / Qwen2.5-VL / Qwen3-VL model to a geometry, in place;
-    returns the model. restore(model) undoes it. Qwen3-VL (transformers 5.3 on) separates a
-    video's frames with timestamp tokens: each frame is a vision block of its own, so under
-    Circle-RoPE each frame gets its own ring.
+    returns the model. restore(model) undoes it. Qwen3-VL separates a video's frames with
+    timestamp tokens: each frame is a vision block of its own, so under Circle-RoPE each frame
+    gets its own ring.
 
     scheme: "circle" (Circle-RoPE), "mrope" (the model's own M-RoPE, bit-identical), "vanilla"
         or "unordered". None: the geometry saved in the model's config (save_pretrained of a
@@ -429,17 +438,9 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         raise ValueError("official_decode=True puts every layer on Circle-RoPE while decoding, but no layer uses it")
     if circle is not None and not isinstance(circle, CircleConfig):
         raise ValueError(f"circle must be a circlerope.CircleConfig, got {_shown(circle)}")
+    # Qwen3-VL's get_rope_index is its release's Qwen2-VL rule on blocks of one frame (the video
+    # grids split, below), so it takes its release's compat mode like the others.
     qwen3 = config.model_type == "qwen3_vl"
-    if qwen3:
-        # Qwen3-VL's get_rope_index (5.x): blocks of one frame, text after a block at its start +
-        # max(h, w) / merge, deltas against real tokens: the rule of hf-5.18 on those blocks.
-        if compat is not None and compat != "hf-5.18":
-            raise ValueError(f"compat={compat!r}: Qwen3-VL models follow hf-5.18's rule (leave compat out)")
-        installed = hf.installed_compat()
-        if hf._canonical(installed) not in hf._TOKEN_TYPE_MODES:
-            raise ValueError(f"Qwen3-VL under transformers of mode {installed}: circlerope.hf supports Qwen3-VL "
-                             "from transformers 5.3 on")
-        compat = "hf-5.18"
     compat = hf._check_compat(compat)
     switch = _Switch(schemes=schemes, primary=schemes.index("circle") if "circle" in schemes else 0,
                      layer_geometry=[schemes.index(s) for s in per_layer], circle=circle or CircleConfig(),
@@ -458,7 +459,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
                                   compat=compat)
         get_rope_index(torch.zeros(1, 1, dtype=torch.int64), scheme=schemes[switch.primary], circle=switch.circle,
                        vision=switch.vision, compat=compat)  # validates the settings now
-        doc = f"circlerope positions ({schemes[switch.primary]}) with Qwen3-VL's get_rope_index signature"
+        doc = f"circlerope positions ({schemes[switch.primary]}) with Qwen3-VL's get_rope_index signature ({compat})"
     else:
         primary_fn = hf.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle, compat=compat)
         primary, doc = primary_fn.compute, primary_fn.__doc__
@@ -474,7 +475,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
                            "positions": positions, "next": following}
         return result
 
-    # Qwen3-VL's signature is Qwen2-VL's of 5.3 on (no second_per_grid_ts).
+    # Qwen3-VL's signature is Qwen2-VL's (no second_per_grid_ts).
     fn = hf._with_signature(compute, compat, config.model_type in ("qwen2_vl", "qwen3_vl"))
     fn.__doc__, fn.compat, fn.scheme = doc, compat, schemes[switch.primary]
     _set(switch, holder, "get_rope_index", fn)
