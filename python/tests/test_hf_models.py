@@ -152,6 +152,24 @@ def inputs_for(model_type, name):
     return REQUESTS[name]()
 
 
+_REFUSED = {}
+
+
+def skip_if_transformers_refuses(model_type, name):
+    """Skip where the release's own unswitched model cannot run the request (4.54.1's Qwen2-VL
+    finds no video tokens: "Video features and video tokens do not match")."""
+    if (model_type, name) not in _REFUSED:
+        model = make_model(model_type)
+        try:
+            forward_logits(model, hf_kwargs(model, inputs_for(model_type, name)))
+            _REFUSED[model_type, name] = None
+        except ValueError as e:
+            _REFUSED[model_type, name] = str(e)
+    if _REFUSED[model_type, name]:
+        pytest.skip(f"transformers {transformers.__version__}'s own {model_type} refuses this request: "
+                    f"{_REFUSED[model_type, name][:100]}")
+
+
 def padded_batch(side="left"):
     """Two rows of different lengths, padded on `side`, with the attention mask."""
     a, b = request(("image",), seed=1), request(("image", "image"), seed=2)
@@ -214,6 +232,7 @@ REQUESTS = {"text": lambda: {"input_ids": torch.tensor([[5, 6, 7, 8, 9]])},
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("name", list(REQUESTS))
 def test_switched_mrope_is_the_unswitched_model_bit_for_bit(model_type, attn, name):
+    skip_if_transformers_refuses(model_type, name)
     model = make_model(model_type, attn)
     inputs = inputs_for(model_type, name)
     want = forward_logits(model, hf_kwargs(model, inputs))
@@ -282,6 +301,7 @@ def layer_schemes(model):
 @pytest.mark.parametrize("geometry", list(GEOMETRIES))
 @pytest.mark.parametrize("name", ["image", "two images", "video", "left padded", "right padded"])
 def test_circle_and_age_equal_the_layer_by_layer_transcription(model_type, geometry, name):
+    skip_if_transformers_refuses(model_type, name)
     model = make_model(model_type, "eager")
     inputs = REQUESTS[name]()
     circle = circlerope.CircleConfig(radius="auto", alpha=0.7)
