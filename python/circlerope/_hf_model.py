@@ -141,10 +141,9 @@ def _opens_block(input_ids: Tensor, vision: VisionConfig) -> bool:
 
 
 def _token_types(input_ids: Tensor, vision: VisionConfig) -> Tensor:
-    types = torch.zeros_like(input_ids, dtype=torch.int64)
-    types[input_ids == vision.image_token_id] = 1
-    types[input_ids == vision.video_token_id] = 2
-    return types
+    from . import hf  # noqa: PLC0415
+
+    return hf._expected_token_types(input_ids, None, vision)
 
 
 def _filler(vision: VisionConfig) -> int:

@@ -259,18 +259,14 @@ def reference_logits(model, inputs, per_layer_schemes, circle=None):
     compat = hf.installed_compat()
     with torch.no_grad():
         embeds = model.get_input_embeddings()(ids)
-        if "pixel_values" in inputs:
-            visual = getattr(model.model, "visual", None) or model.visual
-            feats = visual(inputs["pixel_values"], grid_thw=inputs["image_grid_thw"])
-            feats = getattr(feats, "pooler_output", feats)
-            feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
-            embeds = embeds.masked_scatter((ids == IMAGE).unsqueeze(-1).expand_as(embeds), feats.to(embeds.dtype))
-        if "pixel_values_videos" in inputs:
-            visual = getattr(model.model, "visual", None) or model.visual
-            feats = visual(inputs["pixel_values_videos"], grid_thw=inputs["video_grid_thw"])
-            feats = getattr(feats, "pooler_output", feats)
-            feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
-            embeds = embeds.masked_scatter((ids == VIDEO).unsqueeze(-1).expand_as(embeds), feats.to(embeds.dtype))
+        visual = getattr(model.model, "visual", None) or model.visual
+        for pixels, grid, token in (("pixel_values", "image_grid_thw", IMAGE),
+                                    ("pixel_values_videos", "video_grid_thw", VIDEO)):
+            if pixels in inputs:
+                feats = visual(inputs[pixels], grid_thw=inputs[grid])
+                feats = getattr(feats, "pooler_output", feats)
+                feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
+                embeds = embeds.masked_scatter((ids == token).unsqueeze(-1).expand_as(embeds), feats.to(embeds.dtype))
         b, s, _ = embeds.shape
         allowed = torch.ones(s, s, dtype=torch.bool).tril()[None, None].expand(b, 1, s, s).clone()
         if mask2d is not None:
