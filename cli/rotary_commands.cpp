@@ -71,9 +71,10 @@ int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& e
   out << "circlerope check, seed " << seed << " (replay with --seed " << seed << "), " << rounds
       << " round" << (rounds == 1 ? "" : "s") << ": every code path x dtype x pairing x frequency "
       << "layout x memory layout x direction x in/out of place against the float64 reference\n";
-  out << "  path      dtype     cases  worst pair error  tolerance  result\n";
+  out << "  path        dtype     cases  worst pair error  tolerance  result\n";
   for (const auto& [key, s] : by_path) {
-    out << "  " << std::left << std::setw(10) << to_string(static_cast<Isa>(key.first))
+    // The path column fits the longest path name ("avx512bf16") and a gap.
+    out << "  " << std::left << std::setw(12) << to_string(static_cast<Isa>(key.first))
         << std::setw(10) << to_string(static_cast<DType>(key.second)) << std::right
         << std::setw(5) << s.cases << "  " << std::setw(16) << sci(s.worst) << "  "
         << std::setw(9) << sci(s.tolerance) << "  "
