@@ -16,17 +16,20 @@ inline double median(std::vector<double> values) {
 }
 
 // Median time of one call of `body` in ns: one warm-up call, then samples of at least
-// ~10 ms each (short calls are repeated inside a sample), at least 5 samples and
-// `min_seconds` in all.
+// ~10 ms each, or `min_seconds` where that is shorter (short calls are repeated inside a
+// sample), at least 5 samples and `min_seconds` in all. The shorter samples are for smoke
+// runs (tests that only check that a benchmark runs): with 10 ms samples a row cost at least
+// 50 ms whatever `min_seconds` asked for.
 template <typename F>
 double median_ns(F&& body, double min_seconds = 0.2) {
   using clock = std::chrono::steady_clock;
   body();  // warm-up
+  const double sample_seconds = std::min(0.01, min_seconds);
   int64_t per_sample = 1;
   for (;;) {
     const auto t0 = clock::now();
     for (int64_t i = 0; i < per_sample; ++i) body();
-    if (std::chrono::duration<double>(clock::now() - t0).count() > 0.01 || per_sample > (1 << 24)) break;
+    if (std::chrono::duration<double>(clock::now() - t0).count() > sample_seconds || per_sample > (1 << 24)) break;
     per_sample *= 2;
   }
   std::vector<double> samples;
