@@ -32,8 +32,11 @@
 # Environment: HF_MATRIX_TESTS (default "test_hf_versions.py test_hf_models.py": the compat
 # modes and circlerope.hf.apply), HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x"),
 # HF_MATRIX_CASES (random requests per category, default 12), HF_MATRIX_INSTALL_ONLY=1
-# (install, run nothing). Prints one line per version and a summary; exits non-zero if any
-# version failed or could not be installed.
+# (install, run nothing), HF_MATRIX_PARALLEL (releases tested at once, default 1; each then
+# runs torch on one thread, CIRCLEROPE_TEST_THREADS=1: the tiny models gain next to nothing
+# from a second thread, and two releases side by side finish in about half the time on two
+# cores). Prints one line per version and a summary; exits non-zero if any version failed or
+# could not be installed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -99,28 +102,50 @@ for name in ${HF_MATRIX_TESTS:-test_hf_versions.py test_hf_models.py}; do tests+
 declare -A result
 failed=0
 start=$SECONDS
+parallel="${HF_MATRIX_PARALLEL:-1}"
+[[ "$parallel" =~ ^[1-9][0-9]*$ ]] || { echo "hf_matrix: HF_MATRIX_PARALLEL='$parallel' is not a positive integer" >&2; exit 2; }
+threads_env=()
+((parallel > 1)) && threads_env=(CIRCLEROPE_TEST_THREADS=1 OMP_NUM_THREADS=1)
+
+# Installs first, one at a time (uv's cache is shared), then the tests, `parallel` at once.
+to_test=()
 for ver in "${versions[@]}"; do
-  t0=$SECONDS
   if ! install_version "$ver"; then
     result[$ver]="install failed"
     failed=1
-    continue
+  elif [[ "${HF_MATRIX_INSTALL_ONLY:-0}" == 1 ]]; then
+    result[$ver]="installed"
+  else
+    to_test+=("$ver")
   fi
-  [[ "${HF_MATRIX_INSTALL_ONLY:-0}" == 1 ]] && { result[$ver]="installed"; continue; }
+done
+
+# Runs one release's tests; its summary line goes to build/hf/VERSION.result.
+test_version() {
+  local ver="$1" path log rc summary t0=$SECONDS
   if [[ "$ver" == "$venv_transformers" ]]; then path="$build/python"; else path="$root/build/hf/$ver:$build/python"; fi
   log="$root/build/hf/$ver.log"
   # shellcheck disable=SC2086
-  PYTHONPATH="$path" HF_MATRIX_EXPECT_VERSION="$ver" HF_MATRIX_RECORD_DIR="$record" \
+  env "${threads_env[@]}" PYTHONPATH="$path" HF_MATRIX_EXPECT_VERSION="$ver" HF_MATRIX_RECORD_DIR="$record" \
     "$python" -m pytest -q -p no:cacheprovider \
     ${HF_MATRIX_PYTEST_ARGS:-} "${tests[@]}" >"$log" 2>&1
   rc=$?
   summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//;s/ *$//')"
-  result[$ver]="${summary:-no summary, rc $rc} ($((SECONDS - t0)) s)"
-  if ((rc != 0)); then
-    failed=1
-    result[$ver]="FAIL: ${result[$ver]} (log: build/hf/$ver.log)"
-  fi
-  echo "transformers $ver: ${result[$ver]}"
+  summary="${summary:-no summary, rc $rc} ($((SECONDS - t0)) s)"
+  ((rc != 0)) && summary="FAIL: $summary (log: build/hf/$ver.log)"
+  echo "$summary" >"$root/build/hf/$ver.result"
+  echo "transformers $ver: $summary"
+}
+
+for ver in "${to_test[@]}"; do
+  rm -f "$root/build/hf/$ver.result"
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n; done
+  test_version "$ver" &
+done
+wait
+for ver in "${to_test[@]}"; do
+  result[$ver]="$(cat "$root/build/hf/$ver.result" 2>/dev/null || echo "FAIL: no result")"
+  [[ "${result[$ver]}" == FAIL* ]] && failed=1
 done
 
 if [[ -n "$record" ]]; then

@@ -12,11 +12,12 @@ venv="$root/build/package-venv"
 rm -rf "$venv"
 "$uv" venv -q --seed --python "$root/.venv/bin/python" "$venv"
 "$uv" pip install -q --python "$venv/bin/python" --link-mode hardlink -c constraints.txt \
-  torch numpy scikit-build-core pybind11 pytest
+  torch numpy scikit-build-core pybind11 pytest pytest-xdist
 CIRCLEROPE_CUDA=OFF "$venv/bin/python" -m pip install -q --disable-pip-version-check \
   --no-build-isolation -C build-dir="$root/build/package-build" .
 cd "$root/build"  # not the source tree: `import circlerope` must find the installed package
 "$venv/bin/python" -c "import circlerope, sys; assert circlerope.__file__.startswith('$venv'), circlerope.__file__; print('installed:', circlerope.__file__)"
 "$venv/bin/circlerope" --help | head -1   # the entry point runs the shipped command
-CIRCLEROPE_SOURCE_DIR="$root" CIRCLEROPE_CLI="$venv/bin/circlerope" \
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests"
+# One pytest worker per core (pytest-xdist), each running torch on one thread.
+CIRCLEROPE_SOURCE_DIR="$root" CIRCLEROPE_CLI="$venv/bin/circlerope" CIRCLEROPE_TEST_THREADS=1 \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -n "$(nproc)" "$root/python/tests"

@@ -8,7 +8,9 @@ import torch
 
 import circlerope
 
-torch.set_num_threads(os.cpu_count() or 1)  # Debian's torch starts with one thread
+# Every core by default; CIRCLEROPE_TEST_THREADS=1 where the suite runs in parallel processes
+# (pytest-xdist workers, transformers releases side by side), which share the cores instead.
+torch.set_num_threads(int(os.environ.get("CIRCLEROPE_TEST_THREADS", "0")) or os.cpu_count() or 1)
 
 SOURCE_DIR = os.environ.get("CIRCLEROPE_SOURCE_DIR",
                             os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
