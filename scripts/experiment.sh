@@ -4,8 +4,10 @@
 #
 #   scripts/experiment.sh [quick|full] [--out DIR] [--arms A,B] [--seeds N] [--steps N] ...
 #   NPROC=2 scripts/experiment.sh quick     # the same run as 2 DDP processes (gloo)
+#   scripts/experiment.sh eval --checkpoint results/full/checkpoints/circle-s3 --grid 12x16 --gap 8 --prefix 8,16
 #
-# quick: <= 10 min on an idle 2-core machine; full: <= 90 min. Ctrl-C saves what was measured.
+# quick: ~7 min on an idle 2-core machine; full: ~78 min (both predicted by tiny_vlm.bench).
+# Ctrl-C saves what was measured. Every run's weights are kept in <out>/checkpoints/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh  # .venv/ with torch, tqdm and matplotlib (constraints.txt)

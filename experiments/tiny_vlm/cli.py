@@ -9,29 +9,39 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
 PRESETS: Dict[str, dict] = {
-    # Sized in docs/experiment.md ("How the presets were sized") for an idle 2-core machine
-    # (2 vCPUs of one Zen 3 core): two runs in parallel, one thread each, each ~10k tokens/s,
-    # i.e. ~0.19 s per step of 32 sequences (~1,900 tokens); evaluation adds ~20-30 s a run.
-    # quick: 4 runs = 2 rounds of 2 parallel runs, 2 x (1,300 x 0.19 + eval) + start ~ 9 min.
-    "quick": dict(arms="mrope,unordered,circle,mrope-interleaved", seeds=1, steps=1300, batch=32, lr=3e-3,
-                  questions=12, train_grids="8x8,8x12,12x12", eval_grid="12x16", eval_seqs=192, curve_every=100),
-    # full: 21 runs in 11 rounds x (2,200 x 0.19 + eval) ~ 85 min.
-    "full": dict(arms="all", seeds=3, steps=2200, batch=32, lr=3e-3, questions=12,
-                 train_grids="8x8,8x12,12x12", eval_grid="12x16", eval_seqs=384, curve_every=200),
+    # Sized in docs/experiment.md ("Cost, and how the presets are sized") from the costs that
+    # tiny_vlm.bench measures: a training step ~0.094 CPU-s (one thread, batch 32, no padding,
+    # data read from the seed's stream), a run's evaluation ~11 CPU-s at 384 sequences a split,
+    # two runs at a time on an idle 2-core machine.
+    # quick: 4 runs in 2 rounds, 2,000 steps each: ~7 min.
+    "quick": dict(arms="mrope,circle,age-alternate,unordered", seeds=1, secondary_arms="", secondary_seeds=0,
+                  steps=2000, batch=32, lr=3e-3, questions=12, train_grids="8x8,8x12,12x12",
+                  eval_grids="10x10,12x16,16x16", eval_seqs=192, curve_every=100, content_samples=128),
+    # full: the 5 arms of the declared contrasts x 12 seeds, vanilla and unordered x 2 seeds:
+    # 64 runs of 1,400 steps, ~78 min. Seeds 1-12: seed 0 was seen while the design was made
+    # (the trial and quick), so the declared contrasts are tested on seeds nobody has looked at.
+    "full": dict(arms="mrope,circle,mrope-interleaved,circle-interleaved,age-alternate",
+                 seeds=",".join(str(s) for s in range(1, 13)),
+                 secondary_arms="vanilla,unordered", secondary_seeds=2,
+                 steps=1400, batch=32, lr=3e-3, questions=12, train_grids="8x8,8x12,12x12",
+                 eval_grids="10x10,12x16,16x16", eval_seqs=384, curve_every=100, content_samples=256),
     # For tests and smoke runs: seconds, not minutes.
-    "micro": dict(arms="mrope,circle", seeds=1, steps=4, batch=8, lr=3e-3, questions=4,
-                  train_grids="8x8,8x12", eval_grid="12x12", eval_seqs=8, curve_every=2),
+    "micro": dict(arms="mrope,circle", seeds=1, secondary_arms="", secondary_seeds=0, steps=4, batch=8, lr=3e-3,
+                  questions=4, train_grids="8x8,8x12", eval_grids="12x12", eval_seqs=8, curve_every=2,
+                  content_samples=8, gaps="0,2", gap_filler="2,6", probe_seqs=4),
 }
 DEFAULTS = dict(layers=4, width=64, heads=2, mlp=128, theta=1e4, sections="4,6,6", merge=2,
-                filler="0,16", long_prefix="64,128", objects="3,8", curriculum=0, warmup=30,
-                workers=0, threads=1, attention="fast", mix="1,1,1,1")
+                filler="0,16", long_prefix="64,128", gaps="0,4,8", gap_filler="8,16", objects="3,8",
+                curriculum=0, warmup=30, workers=0, threads=1, attention="sdpa", mix="1,1,1,1", probe_seqs=64)
 
 
 class CliError(ValueError):
@@ -46,10 +56,14 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> Parser:
     p = Parser(prog="tiny_vlm", description="Train a tiny vision-language model with each rotary geometry "
                "(docs/experiment.md).")
-    p.add_argument("preset", nargs="?", default="quick", help="quick (<= 10 min), full (<= 90 min) or micro")
+    p.add_argument("preset", nargs="?", default="quick", help="quick (<= 10 min), full (<= 90 min) or micro; "
+                   "or 'eval --checkpoint DIR ...' to evaluate a saved run (python -m tiny_vlm eval --help)")
     p.add_argument("--out", help="output folder (default results/<preset>/)")
-    p.add_argument("--arms", help="comma-separated arms, or 'all' (see tiny_vlm/arms.py)")
+    p.add_argument("--arms", help="comma-separated primary arms, or 'all' (see tiny_vlm/arms.py)")
     p.add_argument("--seeds", help="number of seeds (0..N-1), or a list such as 3,7")
+    p.add_argument("--secondary-arms", help="arms run on fewer seeds (shown, not in the declared contrasts); "
+                   "'' for none")
+    p.add_argument("--secondary-seeds", help="how many of the seeds (the first ones) the secondary arms get")
     p.add_argument("--steps", help="training steps per run")
     p.add_argument("--batch", help="global batch in sequences (split over DDP processes)")
     p.add_argument("--lr", help="peak learning rate (AdamW, warm-up then cosine to 10%%)")
@@ -58,12 +72,18 @@ def build_parser() -> Parser:
     p.add_argument("--mix", help="weights of neighbour,lookup,relation,count questions")
     p.add_argument("--train-grids", help="training image grids in patches HxW (Qwen's image_grid_thw); "
                    "the model sees (H/merge)x(W/merge) cells")
-    p.add_argument("--eval-grid", help="the unseen evaluation grid in patches HxW")
+    p.add_argument("--eval-grids", "--eval-grid", dest="eval_grids",
+                   help="the unseen evaluation grids in patches HxW, comma-separated")
     p.add_argument("--merge", help="spatial_merge_size (patches per cell side)")
     p.add_argument("--objects", help="objects per image, lo,hi")
     p.add_argument("--filler", help="filler tokens before the image in training, lo,hi")
-    p.add_argument("--long-prefix", help="filler tokens of the long-prefix split, lo,hi")
+    p.add_argument("--long-prefix", help="filler tokens before the image in the unseen-length split, lo,hi")
+    p.add_argument("--gaps", help="the gap splits: filler tokens moved from before the image to between it and "
+                   "the questions, comma-separated (0, the control, is always added)")
+    p.add_argument("--gap-filler", help="filler tokens of the gap splits' sequences, lo,hi (lo >= the largest gap)")
     p.add_argument("--eval-seqs", help="evaluation sequences per split")
+    p.add_argument("--content-samples", help="placements per sequence of the content-only baseline")
+    p.add_argument("--probe-seqs", help="sequences of the attention measure (probe.py)")
     p.add_argument("--curve-every", help="accuracy curve point every N steps (0: none)")
     p.add_argument("--curriculum", help="first N steps on the smallest training grid only")
     p.add_argument("--layers"); p.add_argument("--width"); p.add_argument("--heads")
@@ -72,8 +92,9 @@ def build_parser() -> Parser:
     p.add_argument("--sections", help="frequency pairs per axis t,h,w (sum = head_dim/2)")
     p.add_argument("--workers", help="runs in parallel processes (0: one per core, 1 under DDP)")
     p.add_argument("--threads", help="torch threads per process")
-    p.add_argument("--attention", help="fast (default) or naive (for the speed comparison)")
+    p.add_argument("--attention", help="sdpa (default), bmm or naive (for the speed comparison)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-checkpoints", action="store_true", help="do not keep each run's weights")
     return p
 
 
@@ -127,13 +148,26 @@ def _grids(name: str, text, merge: int) -> Tuple[Tuple[int, int], ...]:
 class Plan:
     preset: str
     out: str
-    arms: list
+    arms: list             # primary arms, then secondary ones
     seeds: List[int]
     configs: list          # RunConfig per (seed, arm), seed-major
     workers: int
     threads: int
     plots: bool
     settings: dict         # every resolved option, for results.json
+    primary: List[str] = dataclasses.field(default_factory=list)   # names of the primary arms
+    checkpoints: bool = True
+    content_samples: int = 256
+
+    def checkpoint(self, cfg) -> Optional[str]:
+        if not self.checkpoints:
+            return None
+        name = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in cfg.arm.name)
+        return os.path.join(self.out, "checkpoints", f"{name}-s{cfg.seed}")
+
+    @property
+    def streams(self) -> str:
+        return os.path.join(self.out, ".streams")
 
 
 def resolve(argv: List[str]) -> Plan:
@@ -150,11 +184,18 @@ def resolve(argv: List[str]) -> Plan:
             o[key] = value
     try:
         arm_list = arms_mod.parse_arms(",".join(arms_mod.ALL) if o["arms"] == "all" else str(o["arms"]))
+        secondary = arms_mod.parse_arms(str(o["secondary_arms"])) if str(o["secondary_arms"]).strip() else []
     except ValueError as e:
         raise CliError(str(e)) from None
+    both = {a.name for a in arm_list} & {a.name for a in secondary}
+    if both:
+        raise CliError(f"--secondary-arms: {', '.join(sorted(both))} is also a primary arm")
     seeds_text = str(o["seeds"])
     seeds = ([_int("seeds", s, 0) for s in seeds_text.split(",")] if "," in seeds_text
              else list(range(_int("seeds", seeds_text))))
+    if len(set(seeds)) != len(seeds):
+        raise CliError(f"--seeds {seeds_text}: a seed is listed twice")
+    secondary_seeds = seeds[:_int("secondary-seeds", o["secondary_seeds"], 0)]
     merge = _int("merge", o["merge"])
     layers, width, heads = _int("layers", o["layers"]), _int("width", o["width"]), _int("heads", o["heads"])
     if width % heads or (width // heads) % 2:
@@ -162,31 +203,34 @@ def resolve(argv: List[str]) -> Plan:
     sections = tuple(_int("sections", s, 0) for s in str(o["sections"]).split(","))
     if len(sections) != 3 or 2 * sum(sections) != width // heads:
         raise CliError(f"--sections {o['sections']}: three numbers summing to head_dim/2 = {width // heads // 2}")
-    mix = tuple(_float("mix", x, positive=False) for x in str(o["mix"]).split(","))
-    if len(mix) != 4 or min(mix) < 0 or sum(mix) <= 0:
-        raise CliError(f"--mix '{o['mix']}': four weights >= 0 (neighbour,lookup,relation,count), not all 0")
-    if o["attention"] not in ("fast", "naive"):
-        raise CliError(f"--attention '{o['attention']}' (expected fast or naive)")
+    mix = _mix(o["mix"])
+    if o["attention"] not in ("sdpa", "bmm", "naive"):
+        raise CliError(f"--attention '{o['attention']}' (expected sdpa, bmm or naive)")
     mc = ModelConfig(layers=layers, width=width, heads=heads, mlp=_int("mlp", o["mlp"]),
                      theta=_float("theta", o["theta"]), sections=sections, merge=merge)
     train_grids = _grids("train-grids", o["train_grids"], merge)
-    eval_grid = _grids("eval-grid", o["eval_grid"], merge)
+    eval_grids = _grids("eval-grids", o["eval_grids"], merge)
     questions = _int("questions", o["questions"])
-    objects = _pair("objects", o["objects"], 1)
-    if objects[1] > 32:
-        raise CliError(f"--objects {o['objects']}: at most 32 distinct objects (8 colours x 4 shapes)")
-    if min(h * w for h, w in train_grids + eval_grid) < objects[1]:
-        raise CliError(f"--objects {o['objects']}: a grid has fewer cells than the most objects")
+    objects = _objects(o["objects"], train_grids + eval_grids, mix)
     filler, long_prefix = _pair("filler", o["filler"]), _pair("long-prefix", o["long_prefix"])
+    gaps = sorted({0} | {_int("gaps", g, 0) for g in str(o["gaps"]).split(",")})
+    gap_filler = _pair("gap-filler", o["gap_filler"])
+    if gap_filler[0] < gaps[-1]:
+        raise CliError(f"--gap-filler {o['gap_filler']}: fewer than {gaps[-1]} filler tokens cannot move "
+                       f"{gaps[-1]} of them (--gaps {o['gaps']})")
+    _check_grids_allow(train_grids + eval_grids, mix)
     train_layout = data.Layout("train", train_grids, filler=filler, questions=questions, objects=objects, mix=mix)
-    evals = {
-        "train": train_layout,
-        "long-prefix": dataclasses.replace(train_layout, name="long-prefix", filler=long_prefix),
-        "question-first": dataclasses.replace(train_layout, name="question-first", questions=1, question_first=True),
-        "unseen-grid": dataclasses.replace(train_layout, name="unseen-grid", grids=eval_grid),
-    }
+    evals = {"train": train_layout}
+    for k in gaps:
+        evals[f"gap-{k}"] = dataclasses.replace(train_layout, name=f"gap-{k}", filler=gap_filler, gap=k)
+    for g in eval_grids:
+        if g not in train_grids:
+            evals[f"grid-{g[0]}x{g[1]}"] = dataclasses.replace(train_layout, name=f"grid-{g[0]}x{g[1]}", grids=(g,))
+    evals["unseen-length"] = dataclasses.replace(train_layout, name="unseen-length", filler=long_prefix)
+    evals["question-before-image"] = dataclasses.replace(train_layout, name="question-before-image", questions=1,
+                                                         question_first=True)
     import circlerope
-    for arm in arm_list:  # the library validates plans, radii and alphas
+    for arm in arm_list + secondary:  # the library validates plans, radii and alphas
         try:
             circlerope.AgePlan(arm.plan, layers)
             circlerope.CircleConfig(radius=arm.radius, alpha=arm.alpha)
@@ -203,8 +247,10 @@ def resolve(argv: List[str]) -> Plan:
     common = dict(steps=steps, batch=batch, lr=_float("lr", o["lr"]), model=mc, train=train_layout, evals=evals,
                   eval_seqs=_int("eval-seqs", o["eval_seqs"]), curve_every=_int("curve-every", o["curve_every"], 0),
                   warmup=_int("warmup", o["warmup"], 0), attention=o["attention"],
-                  curriculum=_int("curriculum", o["curriculum"], 0))
-    configs = [RunConfig(arm=arm, seed=seed, **common) for seed in seeds for arm in arm_list]
+                  curriculum=_int("curriculum", o["curriculum"], 0),
+                  probe=("gap-0", f"gap-{gaps[-1]}") if gaps[-1] else (), probe_seqs=_int("probe-seqs", o["probe_seqs"]))
+    configs = [RunConfig(arm=arm, seed=seed, **common) for seed in seeds
+               for arm in arm_list + (secondary if seed in secondary_seeds else [])]
     workers = _int("workers", o["workers"], 0)
     threads = _int("threads", o["threads"])
     plots = not a.no_plots
@@ -216,14 +262,44 @@ def resolve(argv: List[str]) -> Plan:
                            "or pass --no-plots") from None
     out = a.out or os.path.join("results", a.preset)
     settings = {k: o[k] for k in sorted(o)}
-    return Plan(a.preset, out, arm_list, seeds, configs, workers, threads, plots, settings)
+    settings["secondary_seed_list"] = secondary_seeds
+    return Plan(a.preset, out, arm_list + (secondary if secondary_seeds else []), seeds, configs, workers, threads,
+                plots, settings, [a.name for a in arm_list], not a.no_checkpoints,
+                _int("content-samples", o["content_samples"]))
+
+
+def _mix(text) -> Tuple[float, ...]:
+    mix = tuple(_float("mix", x, positive=False) for x in str(text).split(","))
+    if len(mix) != 4 or min(mix) < 0 or sum(mix) <= 0:
+        raise CliError(f"--mix '{text}': four weights >= 0 (neighbour,lookup,relation,count), not all 0")
+    return mix
+
+
+def _objects(text, grids, mix) -> Tuple[int, int]:
+    objects = _pair("objects", text, 1)
+    if objects[1] > 32:
+        raise CliError(f"--objects {text}: at most 32 distinct objects (8 colours x 4 shapes)")
+    if min(h * w for h, w in grids) < objects[1]:
+        raise CliError(f"--objects {text}: a grid has fewer cells than the most objects")
+    spatial = [k for k, m in zip(("neighbour", "relation"), (mix[0], mix[2])) if m > 0]
+    if spatial and objects[0] < 2:
+        raise CliError(f"--objects {text}: {' and '.join(spatial)} questions need at least 2 objects")
+    return objects
+
+
+def _check_grids_allow(grids, mix) -> None:
+    for h, w in grids:
+        if mix[2] > 0 and (h < 2 or w < 2):
+            raise CliError(f"a {h}x{w}-cell grid cannot hold two objects in different rows and columns "
+                           "(relation questions); drop relation from --mix or use another grid")
 
 
 # ------------------------------------------------------------------ running ---
-def _worker(jobs, events, stop, threads: int, parent: int) -> None:
+def _worker(jobs, events, stop, threads: int, parent: int, streams: Optional[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; we finish the step and report
     import torch
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)   # runs share the cores: one thread each by default
+    torch.set_num_interop_threads(1)
     from .train import train
 
     def should_stop() -> bool:
@@ -232,7 +308,7 @@ def _worker(jobs, events, stop, threads: int, parent: int) -> None:
         return stop.is_set() or os.getppid() != parent
     while True:
         try:
-            index, cfg = jobs.get_nowait()
+            index, cfg, save_to = jobs.get_nowait()
         except queue.Empty:
             return
         if should_stop():
@@ -241,7 +317,7 @@ def _worker(jobs, events, stop, threads: int, parent: int) -> None:
         def progress(step, loss, tps, index=index):
             events.put(("progress", index, step, loss, tps))
         try:
-            result = train(cfg, progress, should_stop)
+            result = train(cfg, progress, should_stop, stream_root=streams, save_to=save_to)
         except Exception as e:  # report, do not hang the parent
             events.put(("error", index, f"{type(e).__name__}: {e}"))
             return
@@ -289,12 +365,24 @@ class Progress:
 
 def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
     """Runs every config in `workers` processes; returns False when interrupted."""
+    from .stream import stream_id
     ctx = mp.get_context("spawn")
     jobs, events, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    for item in enumerate(plan.configs):
-        jobs.put(item)
+    for i, cfg in enumerate(plan.configs):
+        jobs.put((i, cfg, plan.checkpoint(cfg)))
     n = min(plan.workers or os.cpu_count() or 1, len(plan.configs))
-    procs = [ctx.Process(target=_worker, args=(jobs, events, stop, plan.threads, os.getpid()), daemon=True) for _ in range(n)]
+    # A seed's batches are made once for all its arms (stream.py) and deleted after its last run.
+    pending: Dict[str, int] = {}
+    for cfg in plan.configs:
+        pending[stream_id(cfg)] = pending.get(stream_id(cfg), 0) + 1
+
+    def finished(index: int) -> None:
+        sid = stream_id(plan.configs[index])
+        pending[sid] -= 1
+        if not pending[sid]:
+            shutil.rmtree(os.path.join(plan.streams, sid), ignore_errors=True)
+    procs = [ctx.Process(target=_worker, args=(jobs, events, stop, plan.threads, os.getpid(), plan.streams), daemon=True)
+             for _ in range(n)]
     for p in procs:
         p.start()
     progress = Progress(plan, sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1", log)
@@ -312,6 +400,7 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
                 progress.update(ev[1], names[ev[1]], *ev[2:])
             elif ev[0] == "done":
                 results[ev[1]] = ev[2]
+                finished(ev[1])
                 progress.finish(ev[1])
                 r = ev[2]
                 log(f"{names[ev[1]]}: {r['steps']} steps, final loss {r['loss'][-1] if r['loss'] else float('nan'):.3f}, "
@@ -355,6 +444,7 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
             pass
         except KeyboardInterrupt:
             interrupted = True
+    shutil.rmtree(plan.streams, ignore_errors=True)
     return not interrupted
 
 
@@ -376,7 +466,8 @@ def run_ddp(plan: Plan, results: Dict[int, dict], log) -> bool:
     try:
         for i, cfg in enumerate(plan.configs):
             name = f"{cfg.arm.name}/s{cfg.seed}"
-            r = train(cfg, lambda s, l, t, i=i, name=name: progress.update(i, name, s, l, t), lambda: flag["stop"])
+            r = train(cfg, lambda s, l, t, i=i, name=name: progress.update(i, name, s, l, t), lambda: flag["stop"],
+                      save_to=plan.checkpoint(cfg))
             results[i] = r
             progress.finish(i)
             if rank == 0:
@@ -386,6 +477,16 @@ def run_ddp(plan: Plan, results: Dict[int, dict], log) -> bool:
     finally:
         progress.close()
     return True
+
+
+def content_baselines(plan: Plan, out: Dict[str, dict]) -> None:
+    """content.baseline of every split's evaluation sequences into out[split] (in a thread)."""
+    from . import content
+    from .train import eval_examples, split_seqs
+    cfg = plan.configs[0]
+    for name, layout in cfg.evals.items():
+        examples = eval_examples(cfg.eval_seed, layout, split_seqs(cfg, layout, cfg.eval_seqs))
+        out[name] = content.baseline(examples, layout.key(), plan.content_samples)
 
 
 def git_commit() -> dict:
@@ -412,6 +513,9 @@ def machine() -> dict:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["eval"]:
+        from .evaluate import main as evaluate
+        return evaluate(argv[1:])
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
         plan = resolve(argv)
@@ -433,10 +537,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     from . import report
     started = time.time()
     before = machine()
-    log(f"{plan.preset}: {len(plan.arms)} arms x {len(plan.seeds)} seeds, {plan.configs[0].steps} steps of "
-        f"{plan.configs[0].batch} sequences; load average {before['load_average'][0]:.1f} on {before['cores']} cores; "
-        f"output {plan.out}")
+    log(f"{plan.preset}: {len(plan.configs)} runs ({len(plan.primary)} primary arms x {len(plan.seeds)} seeds"
+        + (f", {len(plan.arms) - len(plan.primary)} secondary arms x {len(plan.settings['secondary_seed_list'])} seeds"
+           if len(plan.arms) > len(plan.primary) else "")
+        + f"), {plan.configs[0].steps} steps of {plan.configs[0].batch} sequences; load average "
+        f"{before['load_average'][0]:.1f} on {before['cores']} cores; output {plan.out}")
     git = git_commit()
+    content: Dict[str, dict] = {}
+    baselines = None
+    if rank == 0:   # the content-only baseline of every split, beside the runs (the driver is idle)
+        baselines = threading.Thread(target=content_baselines, args=(plan, content), daemon=True)
+        baselines.start()
 
     def save(complete: bool, final: bool) -> List[str]:
         meta = {"preset": plan.preset, "argv": argv, "settings": plan.settings, "complete": complete,
@@ -445,7 +556,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 "git": git, "torch": torch.__version__, "distributed_world": int(os.environ.get("WORLD_SIZE", "1")),
                 "workers": plan.workers, "threads": plan.threads}
         ordered = [results[i] for i in sorted(results)]
-        return report.write(plan, ordered, meta, plots=final)
+        return report.write(plan, ordered, meta, dict(content), plots=final)
 
     class Saving(dict):
         """Writes results.json / results.md after every finished run: a run killed from
@@ -461,6 +572,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     else:
         complete = run_pool(plan, results, log)
     if rank == 0:
+        if complete:
+            baselines.join()
         paths = save(complete, True)
         log(f"wrote {', '.join(paths)} in {time.time() - started:.0f} s" + ("" if complete else " (partial)"))
     if distributed:

@@ -1,12 +1,18 @@
 """The tiny decoder: causal, pre-norm RMSNorm, SwiGLU, tied embeddings, rotary positions from
 circlerope (positions by get_rope_index, rotation by the fused op through RotaryEmbedding with
-an AGE plan: one angle table per geometry per batch)."""
+an AGE plan: one angle table per geometry per batch).
+
+Attention is causal for text and bidirectional inside an image: every patch sees every patch
+of its image (as a vision encoder's output does), in every arm. So the only thing that tells
+patches apart is their rotary position, and under `unordered`, where every patch has the same
+one, the model is a function of the image's contents alone (tests: a permutation of the
+patches leaves its answers unchanged)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -34,52 +40,78 @@ class ModelConfig:
 
 
 # ----------------------------------------------------------------- attention ---
-# One function for the attention core; the formulation is the fastest one measured in torch
-# 1.13 on this project's shapes (bench_attention.py; docs/experiment.md "Speed"): heads folded
-# into the batch dimension, both products as torch.bmm on contiguous [B*H, S, D] blocks, the
-# scale folded into q and the causal mask added by baddbmm.
+# q, k, v: [B, S, H, D] (any strides); mask: bool [B, 1, S, S] or [S, S], True where a query
+# may attend a key. Every formulation returns [B, S, H*D].
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """q, k, v: [B, S, H, D] (any strides); mask: additive [B, 1, S, S] or [S, S].
-    Returns [B, S, H*D]."""
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """torch's fused scaled_dot_product_attention: the trainer's (fastest measured on this
+    project's shapes, docs/experiment.md "Speed")."""
+    b, s, h, d = q.shape
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
+    return out.transpose(1, 2).reshape(b, s, h * d)
+
+
+def additive(mask: torch.Tensor) -> torch.Tensor:
+    """A bool mask as an additive one: 0 where allowed, -inf elsewhere."""
+    return torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+
+
+def bmm_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Heads folded into the batch dimension, both products as torch.bmm on contiguous
+    [B*H, S, D] blocks, the scale folded into q and the mask added by baddbmm: the fastest
+    formulation under torch 1.13, kept for the speed comparison."""
     b, s, h, d = q.shape
     q = (q * (1.0 / math.sqrt(d))).transpose(1, 2).reshape(b * h, s, d)
     k = k.transpose(1, 2).reshape(b * h, s, d)
     v = v.transpose(1, 2).reshape(b * h, s, d)
+    mask = additive(mask)
     if mask.dim() == 4:
         mask = mask.expand(b, h, s, s).reshape(b * h, s, s)
     p = torch.baddbmm(mask, q, k.transpose(1, 2)).softmax(-1)
     return torch.bmm(p, v).view(b, h, s, d).transpose(1, 2).reshape(b, s, h * d)
 
 
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The textbook softmax(q k^T / sqrt(d) + mask) on [B, H, S, D] views: [B, H, S, S]."""
+    d = q.shape[-1]
+    q, k = q.transpose(1, 2), k.transpose(1, 2)
+    return (torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d) + additive(mask)).softmax(-1)
+
+
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The textbook formulation on [B, H, S, D] views, for the speed comparison."""
+    """The textbook formulation, for the speed comparison and the tests."""
     b, s, h, d = q.shape
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d) + mask
-    return torch.matmul(scores.softmax(-1), v).transpose(1, 2).reshape(b, s, h * d)
+    return torch.matmul(attention_probabilities(q, k, mask), v.transpose(1, 2)).transpose(1, 2).reshape(b, s, h * d)
 
 
-ATTENTION = {"fast": attention, "naive": naive_attention}
+ATTENTION = {"sdpa": sdpa_attention, "bmm": bmm_attention, "naive": naive_attention}
 
 
 def causal_mask(s: int) -> torch.Tensor:
-    return torch.full((s, s), float("-inf")).triu(1)
+    return torch.ones(s, s, dtype=torch.bool).tril()
+
+
+def sequence_mask(length: torch.Tensor, prefix: torch.Tensor, image_start: torch.Tensor, patches: torch.Tensor,
+                  s: int) -> torch.Tensor:
+    """bool [B, 1, S, S] from per-row tensors [B]: causal; a question's tokens see the shared
+    prefix and their own (question, ASK) pair only; the patches (image_start + 1 ..
+    image_start + patches) see each other both ways. Padding (right) sees the prefix, so no
+    row is empty."""
+    pos = torch.arange(s)
+    block = torch.where(pos[None, :] < prefix[:, None], -1, torch.div(pos[None, :] - prefix[:, None], 2,
+                                                                       rounding_mode="floor"))
+    same = (block[:, :, None] == block[:, None, :]) | (block[:, None, :] == -1)
+    first = image_start[:, None] + 1
+    patch = (pos[None, :] >= first) & (pos[None, :] < first + patches[:, None])
+    mask = (same & causal_mask(s)) | (patch[:, :, None] & patch[:, None, :])
+    return mask.unsqueeze(1)
 
 
 def question_mask(examples: Sequence[data.Example], s: int) -> torch.Tensor:
-    """Additive [B, 1, S, S]: causal, and a question's tokens see the shared prefix and their
-    own question only. Padding (right) sees the prefix, so no row is empty."""
-    out = torch.full((len(examples), 1, s, s), float("-inf"))
-    causal = torch.ones(s, s, dtype=torch.bool).tril()
-    for i, e in enumerate(examples):
-        block = torch.full((s,), -2, dtype=torch.long)
-        block[:e.prefix] = -1
-        for p in range(e.prefix, len(e.feats)):
-            block[p] = e.block(p)
-        same = (block[:, None] == block[None, :]) | (block[None, :] == -1)
-        out[i, 0].masked_fill_(same & causal, 0.0)
-    return out
+    """sequence_mask of a list of examples."""
+    t = lambda xs: torch.tensor(xs, dtype=torch.long)  # noqa: E731
+    return sequence_mask(t([len(e.feats) for e in examples]), t([e.prefix for e in examples]),
+                         t([e.image_start for e in examples]), t([e.grid[0] * e.grid[1] for e in examples]), s)
 
 
 # --------------------------------------------------------------------- model ---
@@ -108,11 +140,17 @@ class Block(nn.Module):
         self.gate_up = nn.Linear(cfg.width, 2 * cfg.mlp, bias=False)
         self.down = nn.Linear(cfg.mlp, cfg.width, bias=False)
 
-    def forward(self, x, layer: int, rotate: Rotate, mask, attend) -> torch.Tensor:
+    def forward(self, x, layer: int, rotate: Rotate, mask, attend, record: Optional[list] = None) -> torch.Tensor:
         b, s, w = x.shape
         qkv = self.qkv(self.norm1(x)).view(b, s, 3, self.heads, w // self.heads)
         q, k = rotate(layer, qkv[:, :, 0], qkv[:, :, 1])
-        x = x + self.proj(attend(q, k, qkv[:, :, 2], mask))
+        if record is None:
+            out = attend(q, k, qkv[:, :, 2], mask)
+        else:  # the probabilities themselves, kept: [B, H, S, S]
+            p = attention_probabilities(q, k, mask)
+            record.append(p)
+            out = torch.matmul(p, qkv[:, :, 2].transpose(1, 2)).transpose(1, 2).reshape(b, s, w)
+        x = x + self.proj(out)
         gate, up = self.gate_up(self.norm2(x)).chunk(2, -1)
         return x + self.down(F.silu(gate) * up)
 
@@ -133,7 +171,7 @@ def circle_config(arm: Arm) -> circlerope.CircleConfig:
 
 
 class TinyVLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, arm: Arm, attention_impl: str = "fast"):
+    def __init__(self, cfg: ModelConfig, arm: Arm, attention_impl: str = "sdpa"):
         super().__init__()
         self.cfg, self.arm = cfg, arm
         self.attend = ATTENTION[attention_impl]
@@ -173,9 +211,10 @@ class TinyVLM(nn.Module):
         return circlerope.RotaryAngles(self.plan, self.rope.rotary, positions, deltas)
 
     def hidden(self, batch, angles: Optional[circlerope.RotaryAngles] = None,
-               rotate: Optional[Rotate] = None) -> torch.Tensor:
+               rotate: Optional[Rotate] = None, record: Optional[list] = None) -> torch.Tensor:
         """Final hidden states [B, S, width]. rotate overrides the op (tests use the Hugging
-        Face formula here)."""
+        Face formula here); record, a list, receives every layer's attention probabilities
+        [B, H, S, S] (computed explicitly then)."""
         if rotate is None:
             angles = angles if angles is not None else self.angles(batch)
             rotate = lambda layer, q, k: angles.apply(layer, q, k, qk_layout="bshd")  # noqa: E731
@@ -184,7 +223,7 @@ class TinyVLM(nn.Module):
         x = self.embed(batch.feats).sum(2)
         mask = batch.mask
         for layer, block in enumerate(self.blocks):
-            x = block(x, layer, rotate, mask, self.attend)
+            x = block(x, layer, rotate, mask, self.attend, record)
         return self.norm(x)
 
     def answer_logits(self, batch, **kw) -> torch.Tensor:
@@ -209,7 +248,7 @@ class Batch:
     short_mask: torch.Tensor     # [B, S']  what get_rope_index reads
     position_index: torch.Tensor # [B, S] where each position's rotary position is in short_ids
     attention_mask: torch.Tensor # [B, S] 1 for real tokens (right padding)
-    mask: torch.Tensor           # [B, 1, S, S] additive attention mask (question_mask)
+    mask: torch.Tensor           # [B, 1, S, S] bool attention mask (sequence_mask)
     grid_thw: torch.Tensor       # [B, 3] in patches (cells * merge)
     ask_flat: torch.Tensor       # [n] flat index b * S + s of every ASK token
     targets: torch.Tensor        # [n] answer tokens
@@ -220,31 +259,50 @@ class Batch:
         return int(self.attention_mask.sum())
 
 
-def collate(examples: Sequence[data.Example], merge: int) -> Batch:
+def pack(examples: Sequence[data.Example]) -> Dict[str, torch.Tensor]:
+    """The few small tensors a batch is made from (what a data stream stores): ids as uint8,
+    per-row lengths, prefix, image start and grid, ASK positions and answers (-1: none)."""
     s = max(len(e.feats) for e in examples)
+    nq = max(len(e.ask) for e in examples)
     b = len(examples)
-    feats = torch.full((b, s, data.FEATURES), data.PAD, dtype=torch.long)
-    mask = torch.zeros((b, s), dtype=torch.long)
-    ask, targets = [], []
+    feats = torch.zeros((b, s, data.FEATURES), dtype=torch.uint8)   # PAD = 0
+    ask = torch.full((b, nq), -1, dtype=torch.int32)
+    targets = torch.full((b, nq), -1, dtype=torch.int32)
     for i, e in enumerate(examples):
-        n = len(e.feats)
-        feats[i, :n] = torch.tensor(e.feats)
-        mask[i, :n] = 1
-        ask += [i * s + p for p in e.ask]
-        targets += [q.answer for q in e.questions]
+        feats[i, :len(e.feats)] = torch.tensor(e.feats, dtype=torch.uint8)
+        ask[i, :len(e.ask)] = torch.tensor(e.ask, dtype=torch.int32)
+        targets[i, :len(e.ask)] = torch.tensor([q.answer for q in e.questions], dtype=torch.int32)
+    rows = lambda xs: torch.tensor(xs, dtype=torch.int32)  # noqa: E731
+    return {"feats": feats, "length": rows([len(e.feats) for e in examples]),
+            "prefix": rows([e.prefix for e in examples]), "image_start": rows([e.image_start for e in examples]),
+            "grid": rows([list(e.grid) for e in examples]), "ask": ask, "targets": targets}
+
+
+def unpack(packed: Dict[str, torch.Tensor], merge: int, examples: Sequence[data.Example] = ()) -> Batch:
+    """The batch of `pack`'s tensors: every index computed on whole tensors."""
+    assert data.PAD == 0 and data.VOCAB_SIZE <= 256
+    feats = packed["feats"].long()
+    b, s, _ = feats.shape
+    length, prefix = packed["length"].long(), packed["prefix"].long()
+    image_start, grid = packed["image_start"].long(), packed["grid"].long()
+    pos = torch.arange(s)
+    attention_mask = (pos[None, :] < length[:, None]).long()
     ids = feats[:, :, 0].clone()
     ids[(ids == data.EMPTY) | (ids == data.OBJECT)] = data.IMG
-    lengths = [min(len(e.feats), e.prefix + 2) for e in examples]  # prefix + (question, ASK)
-    short = max(lengths)
-    short_ids = torch.full((b, short), data.PAD, dtype=torch.long)
-    short_mask = torch.zeros((b, short), dtype=torch.long)
-    index = torch.zeros((b, s), dtype=torch.long)
-    for i, (e, n) in enumerate(zip(examples, lengths)):
-        short_ids[i, :n] = ids[i, :n]
-        short_mask[i, :n] = 1
-        pos = torch.arange(len(e.feats))
-        index[i, :len(e.feats)] = torch.where(pos < e.prefix, pos, e.prefix + (pos - e.prefix) % 2)
-    grid = torch.tensor([[1, e.grid[0] * merge, e.grid[1] * merge] for e in examples], dtype=torch.long)
-    return Batch(feats, short_ids, short_mask, index, mask, question_mask(examples, s), grid,
-                 torch.tensor(ask, dtype=torch.long),
-                 torch.tensor(targets, dtype=torch.long), list(examples))
+    short_len = torch.minimum(length, prefix + 2)   # the prefix and (question, ASK)
+    short = int(short_len.max())
+    short_mask = (pos[None, :short] < short_len[:, None]).long()
+    short_ids = ids[:, :short] * short_mask
+    index = torch.where(pos[None, :] < prefix[:, None], pos[None, :], prefix[:, None] + (pos[None, :] - prefix[:, None]) % 2)
+    index = index * attention_mask
+    ask = packed["ask"].long()
+    real = ask >= 0
+    ask_flat = (torch.arange(b)[:, None] * s + ask)[real]
+    targets = packed["targets"].long()[real]
+    grid_thw = torch.cat([torch.ones(b, 1, dtype=torch.long), grid * merge], dim=1)
+    mask = sequence_mask(length, prefix, image_start, grid[:, 0] * grid[:, 1], s)
+    return Batch(feats, short_ids, short_mask, index, attention_mask, mask, grid_thw, ask_flat, targets, list(examples))
+
+
+def collate(examples: Sequence[data.Example], merge: int) -> Batch:
+    return unpack(pack(examples), merge, examples)

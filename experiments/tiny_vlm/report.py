@@ -1,34 +1,173 @@
-"""results.json, results.md and the PNG plots."""
+"""results.json, results.md and the PNG plots.
+
+The contrasts below are declared before any run (docs/experiment.md, "Declared contrasts"): they
+are computed the same way whatever the numbers, and only they are tested at a family-wise level.
+Everything else in the report is descriptive or exploratory and says so.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import statistics
 import warnings
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import data
+from . import data, stats
 
-SPLIT_ORDER = ("train", "long-prefix", "question-first", "unseen-grid")
+# ------------------------------------------------------------------ contrasts ---
+SPATIAL = ("lookup", "relation")
+THRESHOLDS = {"neighbour": 0.6, "lookup": 0.6, "relation": 0.6, "count": 0.9}
+ALPHA = 0.05
 
 
-def _ms(xs: Sequence[float]) -> tuple:
+@dataclasses.dataclass(frozen=True)
+class Contrast:
+    key: str
+    title: str
+    plus: Tuple[str, ...]    # arms averaged on the + side
+    minus: Tuple[str, ...]   # arms averaged on the - side
+    outcome: str             # see outcome()
+
+
+DECLARED = (
+    Contrast("C1", "Circle-RoPE vs M-RoPE, chunked frequencies", ("circle",), ("mrope",), "spatial"),
+    Contrast("C2", "Circle-RoPE vs M-RoPE, interleaved frequencies", ("circle-interleaved",), ("mrope-interleaved",),
+             "spatial"),
+    Contrast("C3", "PTD = 0 arms vs the others, count on unseen grids (confirmation)",
+             ("circle", "circle-interleaved"), ("mrope", "mrope-interleaved", "age-alternate"), "count-unseen"),
+    Contrast("C4", "AGE (alternating Circle / M-RoPE layers) vs Circle-RoPE", ("age-alternate",), ("circle",),
+             "spatial"),
+    Contrast("C5", "Circle-RoPE vs M-RoPE when the image moves away (the claim)", ("circle", "circle-interleaved"),
+             ("mrope", "mrope-interleaved"), "count-gap-shift"),
+)
+OUTCOMES = {
+    "spatial": "mean of lookup and relation accuracy, training layout (fresh data)",
+    "count-unseen": "count accuracy, mean over the unseen grid sizes",
+    "count-gap-shift": "count accuracy with the largest gap minus with gap 0 (the same sequences): count is "
+                       "learned by every arm, so its loss measures the dependence on the offset alone",
+}
+# Exploratory breakdowns of the declared pairs: (label, split or split family, question type).
+EXPLORATORY_OUTCOMES = [("lookup", "train", "lookup"), ("relation", "train", "relation"),
+                        ("neighbour", "train", "neighbour"), ("count", "train", "count"),
+                        ("lookup, unseen grids", "grids", "lookup"), ("count, unseen grids", "grids", "count"),
+                        ("lookup, gap shift", "gap", "lookup"), ("relation, gap shift", "gap", "relation"),
+                        ("neighbour, gap shift", "gap", "neighbour"), ("count, gap shift", "gap", "count")]
+
+
+def grid_splits(names: Sequence[str]) -> List[str]:
+    return [n for n in names if n.startswith("grid-")]
+
+
+def gap_pair(names: Sequence[str]) -> Optional[Tuple[str, str]]:
+    gaps = sorted(int(n[4:]) for n in names if n.startswith("gap-"))
+    return (f"gap-0", f"gap-{gaps[-1]}") if len(gaps) > 1 and gaps[0] == 0 else None
+
+
+def split_value(run: dict, split: str, kind: str) -> Optional[float]:
+    """One run's accuracy on a split ('grids': mean over the unseen grids; 'gap': largest gap
+    minus gap 0) for one question type."""
+    splits = run.get("splits")
+    if not splits:
+        return None
+    if split == "grids":
+        xs = [splits[g]["accuracy"].get(kind) for g in grid_splits(list(splits))]
+        xs = [x for x in xs if x is not None]
+        return statistics.fmean(xs) if xs else None
+    if split == "gap":
+        pair = gap_pair(list(splits))
+        if pair is None:
+            return None
+        a, b = (splits[s]["accuracy"].get(kind) for s in pair)
+        return None if a is None or b is None else b - a
+    return splits.get(split, {}).get("accuracy", {}).get(kind)
+
+
+def outcome(run: dict, name: str) -> Optional[float]:
+    if name == "spatial":
+        xs = [split_value(run, "train", k) for k in SPATIAL]
+    elif name == "count-unseen":
+        return split_value(run, "grids", "count")
+    elif name == "count-gap-shift":
+        return split_value(run, "gap", "count")
+    else:
+        raise ValueError(f"unknown outcome {name!r}")
+    return None if any(x is None for x in xs) else statistics.fmean(xs)
+
+
+def paired_differences(results: List[dict], plus: Sequence[str], minus: Sequence[str],
+                       value) -> Tuple[List[int], List[float], List[str], List[str]]:
+    """Per seed: mean of value(run) over the + arms minus over the - arms, for the seeds where
+    every present arm of both sides has a finished run. Arms with no run at all are left out
+    (and returned, so that the report says which were used)."""
+    runs = {(r["arm"], r["seed"]): r for r in results if "splits" in r}
+    present = {a for a, _ in runs}
+    plus = [a for a in plus if a in present]
+    minus = [a for a in minus if a in present]
+    seeds, diffs = [], []
+    if not plus or not minus:
+        return seeds, diffs, plus, minus
+    for seed in sorted({s for _, s in runs}):
+        vp = [value(runs[(a, seed)]) if (a, seed) in runs else None for a in plus]
+        vm = [value(runs[(a, seed)]) if (a, seed) in runs else None for a in minus]
+        if any(v is None for v in vp + vm):
+            continue
+        seeds.append(seed)
+        diffs.append(statistics.fmean(vp) - statistics.fmean(vm))
+    return seeds, diffs, plus, minus
+
+
+def contrasts(results: List[dict]) -> dict:
+    """The declared contrasts (Holm over the sign-flip p-values) and the exploratory ones."""
+    declared = []
+    for c in DECLARED:
+        seeds, diffs, plus, minus = paired_differences(results, c.plus, c.minus, lambda r, o=c.outcome: outcome(r, o))
+        declared.append({"key": c.key, "title": c.title, "outcome": c.outcome, "plus": plus, "minus": minus,
+                         "declared_plus": list(c.plus), "declared_minus": list(c.minus), "seeds": seeds,
+                         "differences": diffs, **stats.paired(diffs)})
+    adjusted = stats.holm([d["p_sign_flip"] if d["n"] >= 2 else None for d in declared])
+    for d, p in zip(declared, adjusted):
+        d["p_holm"] = p
+        d["decided"] = p is not None and p < ALPHA
+    exploratory = []
+    for c in DECLARED:
+        if c.outcome == "count-unseen":
+            continue
+        for label, split, kind in EXPLORATORY_OUTCOMES:
+            seeds, diffs, plus, minus = paired_differences(results, c.plus, c.minus,
+                                                           lambda r, s=split, k=kind: split_value(r, s, k))
+            if len(diffs) >= 2:
+                exploratory.append({"pair": c.key, "outcome": label, "seeds": seeds, **stats.paired(diffs)})
+    return {"declared": declared, "exploratory": exploratory, "alpha": ALPHA}
+
+
+# --------------------------------------------------------------- aggregation ---
+def _ms(xs: Sequence[Optional[float]]) -> tuple:
+    """(mean, sample SD, n) of the known values."""
     xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
     if not xs:
         return (None, None, 0)
-    return (statistics.fmean(xs), statistics.pstdev(xs) if len(xs) > 1 else 0.0, len(xs))
+    return (statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else None, len(xs))
 
 
-def _fmt(m: tuple, pct: bool = True) -> str:
-    mean, std, n = m
+def _fmt(m: tuple, pct: bool = True, digits: int = 1) -> str:
+    mean, sd, n = m
     if mean is None:
         return "–"
-    if pct:
-        return f"{100 * mean:.1f}" + (f" ± {100 * std:.1f}" if n > 1 else "")
-    return f"{mean:.4f}" + (f" ± {std:.4f}" if n > 1 else "")
+    scale = 100 if pct else 1
+    text = f"{scale * mean:.{digits}f}"
+    return text + (f" ± {scale * sd:.{digits}f}" if sd is not None else "")
+
+
+def _pp(x: Optional[float], signed: bool = True) -> str:
+    return "–" if x is None else (f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}")
+
+
+def _p(x: Optional[float]) -> str:
+    return "–" if x is None else (f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}")
 
 
 def by_arm(results: List[dict]) -> Dict[str, List[dict]]:
@@ -38,25 +177,37 @@ def by_arm(results: List[dict]) -> Dict[str, List[dict]]:
     return out
 
 
+def split_names(results: List[dict]) -> List[str]:
+    done = [r for r in results if "splits" in r]
+    return list(done[0]["splits"]) if done else []
+
+
+def steps_to(run: dict, kind: str, threshold: float) -> Optional[int]:
+    """The first curve step at which the run's training-layout accuracy reached threshold."""
+    for c in run.get("curve", []):
+        if c["accuracy"].get(kind, 0.0) >= threshold:
+            return c["step"]
+    return None
+
+
 def aggregate(results: List[dict]) -> dict:
-    """Mean / std over seeds of every headline number, keyed arm -> split -> type."""
+    """Mean / sample SD over seeds of every headline number, keyed arm -> split -> type."""
     agg: dict = {}
+    names = split_names(results)
     for arm, runs in by_arm(results).items():
         done = [r for r in runs if "splits" in r]
-        a = {"seeds": [r["seed"] for r in done], "accuracy": {}, "majority_baseline": {}, "drop": {},
-             "lookup_spread": {}, "neighbour_by_direction": {}, "coupling": {},
+        a = {"seeds": [r["seed"] for r in done], "accuracy": {}, "neighbour_by_direction": {},
+             "lookup_spread": {}, "coupling": {}, "steps_to": {}, "attention": [],
              "tokens_per_second": _ms([r["tokens_per_second"] for r in runs]),
-             "tokens_per_cpu_second": _ms([r["tokens_per_cpu_second"] for r in runs])}
-        for split in SPLIT_ORDER:
+             "tokens_per_cpu_second": _ms([r["tokens_per_cpu_second"] for r in runs]),
+             "data_cpu_seconds_per_step": _ms([r.get("data_cpu_seconds_per_step") for r in runs])}
+        for split in names:
             if not done or split not in done[0]["splits"]:
                 continue
             a["accuracy"][split] = {k: _ms([r["splits"][split]["accuracy"].get(k) for r in done])
                                     for k in data.QUESTION_TYPES}
-            a["majority_baseline"][split] = {k: _ms([r["splits"][split]["majority_baseline"].get(k) for r in done])
-                                             for k in data.QUESTION_TYPES}
             a["neighbour_by_direction"][split] = {
-                dname: _ms([r["splits"][split]["neighbour_by_direction"].get(dname) for r in done])
-                for dname in data.DIRECTIONS}
+                d: _ms([r["splits"][split]["neighbour_by_direction"].get(d) for r in done]) for d in data.DIRECTIONS}
             spreads = defaultdict(list)
             for r in done:
                 for grid, cell in r["splits"][split]["lookup_cells"].items():
@@ -66,96 +217,132 @@ def aggregate(results: List[dict]) -> dict:
             a["coupling"][split] = {s: {m: _ms([r["coupling"][split][s][m] for r in done])
                                         for m in ("ptd", "rope_kernel_deviation")}
                                     for s in done[0]["coupling"][split]}
-        for split in ("long-prefix", "question-first", "unseen-grid"):
-            if done and split in done[0].get("drop", {}):
-                a["drop"][split] = {k: _ms([r["drop"][split].get(k) for r in done]) for k in data.QUESTION_TYPES}
+        for kind, t in THRESHOLDS.items():
+            reached = [steps_to(r, kind, t) for r in done if r.get("curve")]
+            hit = sorted(x for x in reached if x is not None)
+            a["steps_to"][kind] = {"threshold": t, "reached": len(hit), "runs": len(reached),
+                                   "median": statistics.median(hit) if hit else None,
+                                   "steps": max((r["steps"] for r in done), default=None)}
+        probes = [r["attention"] for r in done if r.get("attention")]
+        if probes:
+            for layer in range(len(probes[0]["layers"])):
+                entry = {"scheme": probes[0]["schemes"][layer]}
+                for key in ("image", "target", "centroid", "distance", "moved_tv", "moved_target"):
+                    entry[key] = _ms([p["layers"][layer].get(key) for p in probes])
+                entry["lookup_target_by_quartile"] = [
+                    _ms([p["layers"][layer]["lookup_target_by_quartile"][q] for p in probes]) for q in range(4)]
+                a["attention"].append(entry)
         agg[arm] = a
     return agg
 
 
-def write(plan, results: List[dict], meta: dict, plots: bool = True) -> List[str]:
+def write(plan, results: List[dict], meta: dict, content: Optional[Dict[str, dict]] = None,
+          plots: bool = True) -> List[str]:
     os.makedirs(plan.out, exist_ok=True)
+    content = content or {}
     agg = aggregate(results)
-    doc = {"meta": meta, "arms": [r["arm"] for r in results[:len(plan.arms)]] if results else [],
-           "summary": agg, "runs": results}
+    tests = contrasts(results)
+    doc = {"meta": meta, "arms": [a.name for a in plan.arms], "primary_arms": plan.primary,
+           "content_baseline": content, "contrasts": tests, "summary": agg, "runs": results}
     paths = []
     p = os.path.join(plan.out, "results.json")
-    with open(p, "w") as f:
-        json.dump(doc, f, indent=1)
+    tmp = p + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+    os.replace(tmp, p)
     paths.append(p)
     p = os.path.join(plan.out, "results.md")
     with open(p, "w") as f:
-        f.write(markdown(plan, results, agg, meta))
+        f.write(markdown(plan, results, agg, tests, content, meta))
     paths.append(p)
     if plots and plan.plots and results:
-        paths += draw(plan.out, results, agg)
+        paths += draw(plan.out, results, agg, content)
     return paths
 
 
-def markdown(plan, results: List[dict], agg: dict, meta: dict) -> str:
-    arms = list(agg)
+# ------------------------------------------------------------------ markdown ---
+SPLIT_NOTES = {
+    "train": "the training layout, fresh sequences",
+    "gap": "the same sequences, k filler tokens moved from before the image to between it and the questions: "
+           "same length, every question-to-image offset + k(1,1,1)",
+    "grid": "an image grid size never trained on",
+    "unseen-length": "64-128 filler tokens before the image: an unseen sequence length and more distractors "
+                     "(every question-to-image offset is the training one)",
+    "question-before-image": "the question before the image, the answer token after it: the question token "
+                             "cannot see the image, a different computation",
+}
+
+
+def _note(split: str) -> str:
+    return SPLIT_NOTES.get(split.split("-")[0] if split.split("-")[0] in ("gap", "grid") else split, "")
+
+
+def markdown(plan, results: List[dict], agg: dict, tests: dict, content: Dict[str, dict], meta: dict) -> str:
+    arms = [a.name for a in plan.arms if a.name in agg]
     s = meta["settings"]
-    lines = [f"# tiny_vlm results: preset `{meta['preset']}`", ""]
     git = meta["git"]
+    seeds = sorted({r["seed"] for r in results})
+    lines = [f"# tiny_vlm results: preset `{meta['preset']}`", ""]
     lines += [f"- commit `{git['commit']}`{' (with uncommitted changes)' if git['dirty'] else ''}; torch {meta['torch']}",
               f"- {meta['machine_start']['cpu']}, {meta['machine_start']['cores']} cores; load average "
-              f"{meta['machine_start']['load_average'][0]:.1f} at start, {meta['machine_end']['load_average'][0]:.1f} at end; "
-              f"wall time {meta['wall_seconds'] / 60:.1f} min" + ("" if meta["complete"] else " (**interrupted: partial results**)"),
-              f"- {len(arms)} arms x seeds {sorted({r['seed'] for r in results})}; {s['steps']} steps of {s['batch']} sequences, "
-              f"{s['questions']} questions each, lr {s['lr']}; training grids (patches) {s['train_grids']}, unseen {s['eval_grid']}, "
-              f"merge {s['merge']}; model {s['layers']} layers, width {s['width']}, {s['heads']} heads, sections {s['sections']}, "
-              f"theta {s['theta']}",
-              "- accuracy in %, mean ± std over seeds; *majority* is the share of the most frequent answer "
-              "(what always giving that answer would score)", ""]
-    for split in SPLIT_ORDER:
-        if not any(split in a["accuracy"] for a in agg.values()):
-            continue
-        lines += [f"## {split}", "", "| arm | " + " | ".join(data.QUESTION_TYPES) + " |",
-                  "|---|" + "---|" * len(data.QUESTION_TYPES)]
-        base = None
+              f"{meta['machine_start']['load_average'][0]:.1f} at start, {meta['machine_end']['load_average'][0]:.1f} "
+              f"at end; wall time {meta['wall_seconds'] / 60:.1f} min"
+              + ("" if meta["complete"] else " (**interrupted: partial results**)"),
+              f"- primary arms {', '.join(plan.primary)} on seeds {seeds}; secondary arms "
+              f"{', '.join(a for a in arms if a not in plan.primary) or 'none'} on seeds {s.get('secondary_seed_list', [])}",
+              f"- {s['steps']} steps of {s['batch']} sequences, {s['questions']} questions each, lr {s['lr']}; "
+              f"training grids (patches) {s['train_grids']}, unseen {s['eval_grids']}, merge {s['merge']}; model "
+              f"{s['layers']} layers, width {s['width']}, {s['heads']} heads, sections {s['sections']}, theta {s['theta']}",
+              "- accuracy in %, mean ± sample SD over seeds; *majority*: always giving the most frequent answer; "
+              "*content*: the best a predictor that knows the image's contents but not where they are can score "
+              "(content.py, the Bayes answer; what `unordered` can reach at most)", ""]
+    lines += _contrast_lines(tests)
+    for split in split_names(results):
+        lines += [f"## {split}", "", f"{_note(split)}.", "", "| arm | seeds | " + " | ".join(data.QUESTION_TYPES) + " |",
+                  "|---|---|" + "---|" * len(data.QUESTION_TYPES)]
         for arm in arms:
             acc = agg[arm]["accuracy"].get(split)
-            if acc is None:
-                continue
-            base = base or agg[arm]["majority_baseline"][split]
-            lines.append(f"| {arm} | " + " | ".join(_fmt(acc[k]) for k in data.QUESTION_TYPES) + " |")
-        if base:
-            lines.append("| *majority* | " + " | ".join(_fmt(base[k]) for k in data.QUESTION_TYPES) + " |")
+            if acc is not None:
+                lines.append(f"| {arm} | {len(agg[arm]['seeds'])} | " + " | ".join(_fmt(acc[k]) for k in data.QUESTION_TYPES) + " |")
+        first = next(r for r in results if "splits" in r)["splits"][split]
+        lines.append("| *majority* | | " + " | ".join(_pp(first["majority_baseline"].get(k), False)
+                                                       for k in data.QUESTION_TYPES) + " |")
+        if split in content:
+            lines.append("| *content* | | " + " | ".join(_pp(content[split]["accuracy"].get(k), False)
+                                                         for k in data.QUESTION_TYPES) + " |")
         lines.append("")
-    lines += ["## Accuracy lost from the training layout (percentage points)", "",
-              "| arm | split | " + " | ".join(data.QUESTION_TYPES) + " |", "|---|---|" + "---|" * 4]
-    for arm in arms:
-        for split, drop in agg[arm]["drop"].items():
-            lines.append(f"| {arm} | {split} | " + " | ".join(_fmt(drop[k]) for k in data.QUESTION_TYPES) + " |")
-    lines += ["", "## Neighbour accuracy by direction (train split, %)", "",
+    lines += _shift_lines(results, arms)
+    lines += _steps_lines(agg, arms)
+    lines += _per_seed_lines(results, arms)
+    lines += _attention_lines(agg, arms, results)
+    lines += ["## Neighbour accuracy by direction (train split, %)", "",
               "| arm | " + " | ".join(data.DIRECTIONS) + " |", "|---|" + "---|" * 4]
     for arm in arms:
         nb = agg[arm]["neighbour_by_direction"].get("train")
         if nb:
             lines.append(f"| {arm} | " + " | ".join(_fmt(nb[d]) for d in data.DIRECTIONS) + " |")
-    lines += ["", "## Lookup: spread of accuracy over rows and columns (std of per-row / per-column accuracy, %)", ""]
+    lines += ["", "## Lookup: spread of accuracy over rows and columns (SD of per-row / per-column accuracy, %)", ""]
     keys = sorted({k for a in agg.values() for sp in a["lookup_spread"].values() for k in sp})
-    splits = [sp for sp in ("train", "unseen-grid") if any(sp in a["lookup_spread"] for a in agg.values())]
-    header = [f"{sp} {k}" for sp in splits for k in keys
-              if any(k in a["lookup_spread"].get(sp, {}) for a in agg.values())]
+    splits = ["train"] + grid_splits(split_names(results))
+    header = [f"{sp} {k}" for sp in splits for k in keys if any(k in a["lookup_spread"].get(sp, {}) for a in agg.values())]
     lines += ["| arm | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
     for arm in arms:
-        cells = []
-        for h in header:
-            sp, k = h.split(" ", 1)
-            cells.append(_fmt(agg[arm]["lookup_spread"].get(sp, {}).get(k, (None, None, 0))))
+        cells = [_fmt(agg[arm]["lookup_spread"].get(h.split(" ", 1)[0], {}).get(h.split(" ", 1)[1], (None, None, 0)))
+                 for h in header]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += ["", "## Coupling of the evaluated layouts (circlerope.ptd per geometry of the arm)", "",
               "| arm | geometry | split | PTD | RoPE kernel deviation |", "|---|---|---|---|---|"]
     for arm in arms:
         for split, per in agg[arm]["coupling"].items():
             for scheme, m in per.items():
-                lines.append(f"| {arm} | {scheme} | {split} | {_fmt(m['ptd'], False)} | "
-                             f"{_fmt(m['rope_kernel_deviation'], False)} |")
-    lines += ["", "## Training speed", "", "| arm | tokens/s (wall, per run) | tokens per CPU-second |", "|---|---|---|"]
+                lines.append(f"| {arm} | {scheme} | {split} | {_fmt(m['ptd'], False, 4)} | "
+                             f"{_fmt(m['rope_kernel_deviation'], False, 4)} |")
+    lines += ["", "## Training speed", "",
+              "| arm | tokens/s (wall, per run) | tokens per CPU-second | data CPU-s per step |", "|---|---|---|---|"]
     for arm in arms:
         a = agg[arm]
-        lines.append(f"| {arm} | {a['tokens_per_second'][0]:.0f} | {a['tokens_per_cpu_second'][0]:.0f} |")
+        lines.append(f"| {arm} | {a['tokens_per_second'][0]:.0f} | {a['tokens_per_cpu_second'][0]:.0f} | "
+                     f"{_fmt(a['data_cpu_seconds_per_step'], False, 4)} |")
     interrupted = [f"{r['arm']}/s{r['seed']}" for r in results if r.get("interrupted")]
     if interrupted:
         lines += ["", f"Interrupted runs (loss curves only): {', '.join(interrupted)}"]
@@ -163,8 +350,130 @@ def markdown(plan, results: List[dict], agg: dict, meta: dict) -> str:
     return "\n".join(lines)
 
 
+def _contrast_lines(tests: dict) -> List[str]:
+    lines = ["## Declared contrasts", "",
+             "Declared before the run (docs/experiment.md). Each is paired by seed: a seed fixes the "
+             "initialisation and the training data of every arm. *diff*: mean over seeds of (+ side − − side), "
+             "percentage points, with its 95% t interval and the sample SD of the per-seed differences; "
+             "*+/−*: seeds favouring each side; *p*: two-sided sign-flip permutation test (exact), with the paired "
+             f"t-test beside it; *Holm*: the sign-flip p adjusted over the five; decided at family-wise {ALPHA:g}.", "",
+             "Outcomes: " + "; ".join(f"*{k}*: {v}" for k, v in OUTCOMES.items()) + ".", "",
+             "| | contrast | + side | − side | outcome | seeds | diff [95% CI] | SD | +/− | p (sign-flip) | p (t) | Holm | |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for d in tests["declared"]:
+        ci = f" [{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]" if d["ci_low"] is not None else ""
+        verdict = "–" if d["p_holm"] is None else ("**decided**" if d["decided"] else "undecided")
+        missing = [a for a in d["declared_plus"] + d["declared_minus"] if a not in d["plus"] + d["minus"]]
+        lines.append(f"| {d['key']} | {d['title']} | {', '.join(d['plus']) or '–'} | {', '.join(d['minus']) or '–'} | "
+                     f"{d['outcome']} | {d['n']} | {_pp(d['mean'])}{ci} | {_pp(d['sd'], False)} | "
+                     f"{d['positive']}/{d['negative']} | {_p(d['p_sign_flip'])} | {_p(d['p_t'])} | {_p(d['p_holm'])} | "
+                     f"{verdict}" + (f" (not run: {', '.join(missing)})" if missing else "") + " |")
+    lines += ["", "With n seeds the sign-flip test cannot go below 2/2^n (n = 12: 0.0005). A contrast is *decided* "
+              "when its Holm-adjusted p is below the level, in the direction of its sign; *undecided* says that "
+              "this many seeds could not tell, not that the arms are equal: read the interval.", ""]
+    if tests["exploratory"]:
+        lines += ["### Exploratory: the declared pairs per question type (not corrected, not claims)", "",
+                  "| pair | outcome | seeds | diff [95% CI] | SD | +/− | p (sign-flip) |", "|---|---|---|---|---|---|---|"]
+        for d in tests["exploratory"]:
+            ci = f" [{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]" if d["ci_low"] is not None else ""
+            lines.append(f"| {d['pair']} | {d['outcome']} | {d['n']} | {_pp(d['mean'])}{ci} | {_pp(d['sd'], False)} | "
+                         f"{d['positive']}/{d['negative']} | {_p(d['p_sign_flip'])} |")
+        lines.append("")
+    return lines
+
+
+def _shift_lines(results: List[dict], arms: List[str]) -> List[str]:
+    names = split_names(results)
+    pair = gap_pair(names)
+    cols = ([("gap", pair[1] + " − gap-0")] if pair else []) + [(g, g + " − train") for g in grid_splits(names)]
+    if not cols:
+        return []
+    lines = ["## Accuracy change from the reference layout (percentage points, mean ± sample SD)", "",
+             "Gap: the same sequences with the image moved away (the claim's direct test); grids: unseen sizes "
+             "against the training layout.", "",
+             "| arm | change | " + " | ".join(data.QUESTION_TYPES) + " |", "|---|---|" + "---|" * len(data.QUESTION_TYPES)]
+    for arm in arms:
+        runs = [r for r in results if r["arm"] == arm and "splits" in r]
+        for split, label in cols:
+            vals = []
+            for k in data.QUESTION_TYPES:
+                if split == "gap":
+                    vals.append(_ms([split_value(r, "gap", k) for r in runs]))
+                else:
+                    vals.append(_ms([None if split_value(r, split, k) is None or split_value(r, "train", k) is None
+                                     else split_value(r, split, k) - split_value(r, "train", k) for r in runs]))
+            lines.append(f"| {arm} | {label} | " + " | ".join(_fmt(v) for v in vals) + " |")
+    lines.append("")
+    return lines
+
+
+def _steps_lines(agg: dict, arms: List[str]) -> List[str]:
+    if not any(a["steps_to"] and any(v["runs"] for v in a["steps_to"].values()) for a in agg.values()):
+        return []
+    lines = ["## Steps to a threshold (training-layout accuracy curve)", "",
+             "Median step at which a run's accuracy curve first reached the threshold, over the runs that reached "
+             "it (reached / runs); the final accuracy is in the train table above.", "",
+             "| arm | " + " | ".join(f"{k} ≥ {100 * t:.0f}%" for k, t in THRESHOLDS.items()) + " |",
+             "|---|" + "---|" * len(THRESHOLDS)]
+    for arm in arms:
+        cells = []
+        for kind in THRESHOLDS:
+            st = agg[arm]["steps_to"].get(kind)
+            if not st or not st["runs"]:
+                cells.append("–")
+                continue
+            med = f"{st['median']:.0f}" if st["median"] is not None else f"> {st['steps']}"
+            cells.append(f"{med} ({st['reached']}/{st['runs']})")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _per_seed_lines(results: List[dict], arms: List[str]) -> List[str]:
+    seeds = sorted({r["seed"] for r in results if "splits" in r})
+    if not seeds:
+        return []
+    runs = {(r["arm"], r["seed"]): r for r in results if "splits" in r}
+    lines = ["## Per seed: lookup / relation on the training layout (%)", "",
+             "| arm | " + " | ".join(f"s{x}" for x in seeds) + " |", "|---|" + "---|" * len(seeds)]
+    for arm in arms:
+        cells = []
+        for seed in seeds:
+            r = runs.get((arm, seed))
+            cells.append("" if r is None else " / ".join(_pp(split_value(r, "train", k), False) for k in SPATIAL))
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _attention_lines(agg: dict, arms: List[str], results: List[dict]) -> List[str]:
+    if not any(agg[a]["attention"] for a in arms):
+        return []
+    probe = next(r["attention"] for r in results if r.get("attention"))
+    here, moved = probe["splits"]
+    lines = ["## Where the answer token looks: attention over the image, layer by layer", "",
+             f"Head-averaged attention of the answer token on `{here}` sequences ({probe['questions']} questions a run), "
+             "mean over seeds, % of its attention (probe.py): *image*, on all patches; *target*, on the patches the "
+             "question is about; *lookup target by raster quartile*, for lookup questions whose cell is in the "
+             "first ... last quarter of the raster order; *centroid*, where the attention over the patches sits in "
+             "raster order (−50 first patch ... +50 last, nearest the question); *corr(distance)*, correlation of a "
+             "patch's attention with its rotary distance from the answer token (– when every patch is equally far); "
+             f"*moved*: the same questions on `{moved}`, the total variation between the two attention distributions "
+             "over the patches and the change of the target share.", "",
+             "| arm | layer | image | target | lookup target by raster quartile | centroid | corr(distance) | "
+             "moved: TV | moved: Δ target |", "|---|---|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        for i, e in enumerate(agg[arm]["attention"]):
+            quart = " / ".join(_pp(q[0], False) for q in e["lookup_target_by_quartile"])
+            lines.append(f"| {arm} | {i} ({e['scheme']}) | {_fmt(e['image'])} | {_fmt(e['target'])} | {quart} | "
+                         f"{_fmt(e['centroid'])} | {_fmt(e['distance'], False, 2)} | {_fmt(e['moved_tv'])} | "
+                         f"{_fmt(e['moved_target'])} |")
+    lines.append("")
+    return lines
+
+
 # -------------------------------------------------------------------- plots ---
-def draw(out: str, results: List[dict], agg: dict) -> List[str]:
+def draw(out: str, results: List[dict], agg: dict, content: Optional[Dict[str, dict]] = None) -> List[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -173,12 +482,16 @@ def draw(out: str, results: List[dict], agg: dict) -> List[str]:
     arms = list(agg)
     colours = plt.get_cmap("tab10")
 
-    # accuracy per arm and split
-    splits = [s for s in SPLIT_ORDER if any(s in a["accuracy"] for a in agg.values())]
+    # accuracy per arm and split, with the majority answer dotted and the content baseline dashed
+    splits = split_names(results)
     if splits:
-        fig, axes = plt.subplots(1, len(splits), figsize=(3.6 * len(splits), 3.4), sharey=True, squeeze=False)
+        cols = 3
+        rows = -(-len(splits) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.0 * rows), sharey=True, squeeze=False)
         width = 0.8 / len(arms)
-        for ax, split in zip(axes[0], splits):
+        first = next(r for r in results if "splits" in r)["splits"]
+        for n, split in enumerate(splits):
+            ax = axes[n // cols][n % cols]
             x = np.arange(len(data.QUESTION_TYPES))
             for i, arm in enumerate(arms):
                 acc = agg[arm]["accuracy"].get(split)
@@ -187,39 +500,42 @@ def draw(out: str, results: List[dict], agg: dict) -> List[str]:
                 m = [acc[k][0] or 0 for k in data.QUESTION_TYPES]
                 e = [acc[k][1] or 0 for k in data.QUESTION_TYPES]
                 ax.bar(x - 0.4 + width * (i + 0.5), m, width, yerr=e, color=colours(i), label=arm, capsize=1.5)
-            base = next((agg[a]["majority_baseline"][split] for a in arms if split in agg[a]["majority_baseline"]), None)
-            if base:
-                for j, k in enumerate(data.QUESTION_TYPES):
-                    if base[k][0] is not None:
-                        ax.hlines(base[k][0], j - 0.45, j + 0.45, colors="k", linestyles="dashed", linewidth=1)
+            for j, k in enumerate(data.QUESTION_TYPES):
+                base = first[split]["majority_baseline"].get(k)
+                if base is not None:
+                    ax.hlines(base, j - 0.45, j + 0.45, colors="k", linestyles="dotted", linewidth=1)
+                bayes = (content or {}).get(split, {}).get("accuracy", {}).get(k)
+                if bayes is not None:
+                    ax.hlines(bayes, j - 0.45, j + 0.45, colors="k", linestyles="dashed", linewidth=1)
             ax.set_xticks(x, data.QUESTION_TYPES, fontsize=8)
             ax.set_title(split, fontsize=9)
             ax.set_ylim(0, 1)
-        axes[0][0].set_ylabel("accuracy (dashed: majority answer)", fontsize=8)
-        axes[0][-1].legend(fontsize=6, loc="upper right")
+        for n in range(len(splits), rows * cols):
+            axes[n // cols][n % cols].axis("off")
+        axes[0][0].set_ylabel("accuracy (dotted: majority; dashed: content)", fontsize=8)
+        axes[0][-1].legend(fontsize=6, loc="lower right")
         fig.tight_layout()
         p = os.path.join(out, "accuracy.png")
-        fig.savefig(p, dpi=90)
+        fig.savefig(p, dpi=80)
         plt.close(fig)
         paths.append(p)
 
-    # lookup heatmaps: rows = arms, columns = grids (train split grids, then the unseen grid)
+    # lookup heatmaps: rows = arms, columns = the training grids, then the unseen ones
     done = [r for r in results if "splits" in r]
     panels = []
-    for split in ("train", "unseen-grid"):
+    for split in ["train"] + grid_splits(splits):
         grids = sorted({g for r in done for g in r["splits"].get(split, {}).get("lookup_cells", {})},
                        key=lambda g: tuple(map(int, g.split("x"))))
         panels += [(split, g) for g in grids]
     if panels and done:
-        fig, axes = plt.subplots(len(arms), len(panels), figsize=(2.3 * len(panels), 1.9 * len(arms)), squeeze=False)
+        fig, axes = plt.subplots(len(arms), len(panels), figsize=(2.1 * len(panels), 1.8 * len(arms)), squeeze=False)
         for i, arm in enumerate(arms):
             runs = [r for r in done if r["arm"] == arm]
             for j, (split, grid) in enumerate(panels):
                 ax = axes[i][j]
                 h, w = map(int, grid.split("x"))
                 acc = np.full((h, w), np.nan)
-                cells = [r["splits"][split]["lookup_cells"].get(grid) for r in runs]
-                cells = [c for c in cells if c]
+                cells = [c for c in (r["splits"].get(split, {}).get("lookup_cells", {}).get(grid) for r in runs) if c]
                 if cells:
                     stack = np.array([[[np.nan if v is None else v for v in row] for row in c["accuracy"]] for c in cells])
                     with warnings.catch_warnings():   # cells never asked stay NaN (blank)
@@ -234,7 +550,7 @@ def draw(out: str, results: List[dict], agg: dict) -> List[str]:
         fig.suptitle("lookup accuracy per cell (row r, column c); yellow = 1, purple = 0", fontsize=9)
         fig.tight_layout()
         p = os.path.join(out, "lookup_heatmaps.png")
-        fig.savefig(p, dpi=80)
+        fig.savefig(p, dpi=72)
         plt.close(fig)
         paths.append(p)
 
@@ -268,9 +584,33 @@ def draw(out: str, results: List[dict], agg: dict) -> List[str]:
             axes[0][1 + j].set_title(f"{kind} accuracy (train layout)", fontsize=9)
             axes[0][1 + j].set_ylim(0, 1)
             axes[0][1 + j].set_xlabel("step", fontsize=8)
+            if kind in THRESHOLDS:
+                axes[0][1 + j].axhline(THRESHOLDS[kind], color="k", linestyle="dotted", linewidth=0.8)
     fig.tight_layout()
     p = os.path.join(out, "loss_curves.png")
-    fig.savefig(p, dpi=90)
+    fig.savefig(p, dpi=80)
     plt.close(fig)
     paths.append(p)
     return paths
+
+
+def main(argv=None) -> int:
+    """python -m tiny_vlm.report DIR: results.md, the contrasts and the plots of DIR/results.json
+    again, with this version's report (the runs' numbers are not touched)."""
+    import argparse
+    from . import cli
+    p = argparse.ArgumentParser(prog="tiny_vlm.report")
+    p.add_argument("folder", help="an output folder holding results.json")
+    p.add_argument("--no-plots", action="store_true")
+    a = p.parse_args(argv)
+    with open(os.path.join(a.folder, "results.json")) as f:
+        doc = json.load(f)
+    plan = cli.resolve(list(doc["meta"]["argv"]) + ["--out", a.folder] + (["--no-plots"] if a.no_plots else []))
+    write(plan, doc["runs"], doc["meta"], doc.get("content_baseline"), plots=not a.no_plots)
+    print(f"rewrote {a.folder}/results.md and results.json" + ("" if a.no_plots else " and the plots"))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

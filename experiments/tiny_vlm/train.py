@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
+import os
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -16,10 +19,9 @@ import circlerope
 
 from . import data
 from .arms import Arm
-from .model import ModelConfig, TinyVLM, collate, rotary_config, circle_config, vision_config
+from .model import ModelConfig, TinyVLM, collate, rotary_config, circle_config, unpack, vision_config
 
 TRAIN_STREAM = "train"
-SPLITS = ("train", "long-prefix", "question-first", "unseen-grid")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +40,33 @@ class RunConfig:
     curve_seqs: int = 64
     warmup: int = 50
     weight_decay: float = 0.01
-    attention: str = "fast"
+    attention: str = "sdpa"
     curriculum: int = 0                     # steps on the smallest training grid first
+    probe: tuple = ()                       # (split, moved split): the attention measure (probe.py)
+    probe_seqs: int = 64
+
+
+def config_json(cfg: RunConfig) -> dict:
+    """A RunConfig as JSON (what a checkpoint records; config_from_json reads it back)."""
+    return dataclasses.asdict(cfg)
+
+
+def config_from_json(d: dict) -> RunConfig:
+    def layout(x):
+        x = dict(x)
+        for key in ("filler", "objects", "mix"):
+            x[key] = tuple(x[key])
+        x["grids"] = tuple(tuple(g) for g in x["grids"])
+        return data.Layout(**x)
+    d = dict(d)
+    d["arm"] = Arm(**d["arm"])
+    mc = dict(d["model"])
+    mc["sections"] = tuple(mc["sections"])
+    d["model"] = ModelConfig(**mc)
+    d["train"] = layout(d["train"])
+    d["evals"] = {k: layout(v) for k, v in d["evals"].items()}
+    d["probe"] = tuple(d.get("probe", ()))
+    return RunConfig(**d)
 
 
 class Dist:
@@ -84,11 +111,18 @@ def build_model(cfg: RunConfig) -> TinyVLM:
     return TinyVLM(cfg.model, cfg.arm, attention_impl=cfg.attention)
 
 
+def train_examples(cfg: RunConfig, step: int, indices: Sequence[int]) -> List[data.Example]:
+    return data.make_examples(cfg.seed, TRAIN_STREAM, step, indices, train_layout_at(step, cfg), one_shape=True)
+
+
 def train(cfg: RunConfig, progress: Optional[Callable[[int, float, float], None]] = None,
           should_stop: Callable[[], bool] = lambda: False,
-          on_curve: Optional[Callable[[dict], None]] = None, keep: Optional[list] = None) -> dict:
+          on_curve: Optional[Callable[[dict], None]] = None, keep: Optional[list] = None,
+          stream_root: Optional[str] = None, save_to: Optional[str] = None) -> dict:
     """Trains one arm; returns every measured number (JSON-ready). An interrupted run returns
-    what it has with "interrupted": True and no evaluation."""
+    what it has with "interrupted": True and no evaluation. stream_root: read the batches from
+    the seed's shared stream there (stream.py; one process only); save_to: a checkpoint folder
+    (model.pt, run.json)."""
     d = Dist()
     if cfg.batch % d.world:
         raise ValueError(f"--batch {cfg.batch} is not divisible by the {d.world} DDP processes")
@@ -101,12 +135,20 @@ def train(cfg: RunConfig, progress: Optional[Callable[[int, float, float], None]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.98))
     per_rank = cfg.batch // d.world
+    first = d.rank * per_rank
     answers = cfg.batch * cfg.train.questions   # every answer of the global batch weighs the same
+    shared = None
+    if stream_root is not None:
+        if d.on:
+            raise ValueError("a shared data stream serves one process, not a DDP group")
+        from .stream import Stream
+        shared = Stream(stream_root, cfg, lambda step: train_examples(cfg, step, range(cfg.batch)), should_stop)
     losses: List[float] = []
     curve: List[dict] = []
     tokens = 0
     train_seconds = 0.0
     cpu_seconds = 0.0
+    data_cpu_seconds = 0.0
     interrupted = False
     step = 0
     for step in range(cfg.steps):
@@ -115,10 +157,15 @@ def train(cfg: RunConfig, progress: Optional[Callable[[int, float, float], None]
             interrupted = True
             break
         t0, c0 = time.perf_counter(), time.process_time()
-        first = d.rank * per_rank
-        examples = data.make_examples(cfg.seed, TRAIN_STREAM, step, range(first, first + per_rank),
-                                      train_layout_at(step, cfg), one_grid=True)
-        batch = collate(examples, cfg.model.merge)
+        if shared is not None:
+            packed = shared.packed(step)
+            if packed is None:
+                interrupted = True
+                break
+            batch = unpack(packed, cfg.model.merge)
+        else:
+            batch = collate(train_examples(cfg, step, range(first, first + per_rank)), cfg.model.merge)
+        data_cpu_seconds += time.process_time() - c0
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
         model.train()
@@ -151,23 +198,63 @@ def train(cfg: RunConfig, progress: Optional[Callable[[int, float, float], None]
         "tokens_per_second": tokens / train_seconds if train_seconds else 0.0,
         "cpu_seconds_rank0": cpu_seconds,
         "tokens_per_cpu_second": tokens / d.world / cpu_seconds if cpu_seconds else 0.0,
+        "data_cpu_seconds_per_step": data_cpu_seconds / steps_done if steps_done else 0.0,
+        "data_chunks_made": shared.made if shared is not None else None,
         "world_size": d.world, "threads": torch.get_num_threads(),
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    if interrupted:
-        return result
-    t0 = time.perf_counter()
-    result["splits"] = {name: evaluate_split(model, cfg, name, layout, cfg.eval_seqs, d)
-                        for name, layout in cfg.evals.items()}
-    result["drop"] = layout_drops(result["splits"])
-    result["coupling"] = {name: coupling(cfg, name, layout) for name, layout in cfg.evals.items()}
-    result["eval_seconds"] = time.perf_counter() - t0
+    if not interrupted:
+        t0 = time.perf_counter()
+        result["splits"] = {name: evaluate_split(model, cfg, name, layout, cfg.eval_seqs, d)
+                            for name, layout in cfg.evals.items()}
+        result["drop"] = layout_drops(cfg, result["splits"])
+        result["coupling"] = {name: coupling(cfg, name, layout) for name, layout in cfg.evals.items()}
+        if cfg.probe and d.rank == 0:
+            from .probe import attention_bias
+            here, moved = (eval_examples(cfg.eval_seed, cfg.evals[name], cfg.eval_seqs)[:cfg.probe_seqs]
+                           for name in cfg.probe)
+            result["attention"] = attention_bias(model, here, moved)
+            result["attention"]["splits"] = list(cfg.probe)
+        result["eval_seconds"] = time.perf_counter() - t0
+    if save_to is not None and d.rank == 0 and steps_done:
+        save_checkpoint(save_to, model, cfg, result)
     return result
 
 
+def save_checkpoint(folder: str, model: TinyVLM, cfg: RunConfig, result: dict) -> None:
+    """model.pt (the weights) and run.json (the configuration and what the run measured on
+    each split), written whole or not at all."""
+    os.makedirs(folder, exist_ok=True)
+    recorded = {k: result[k] for k in ("arm", "seed", "steps", "interrupted")}
+    recorded["splits"] = {name: {k: s[k] for k in ("accuracy", "majority_baseline", "questions")}
+                          for name, s in result.get("splits", {}).items()}
+    for name, obj in (("model.pt", model.state_dict()), ("run.json", {"config": config_json(cfg), "result": recorded})):
+        tmp = os.path.join(folder, f".{name}.tmp")
+        if name.endswith(".pt"):
+            torch.save(obj, tmp)
+        else:
+            with open(tmp, "w") as f:
+                json.dump(obj, f, indent=1)
+        os.replace(tmp, os.path.join(folder, name))
+
+
+def load_checkpoint(folder: str):
+    """(model, RunConfig, what the run recorded) of a folder save_checkpoint wrote."""
+    with open(os.path.join(folder, "run.json")) as f:
+        saved = json.load(f)
+    cfg = config_from_json(saved["config"])
+    model = build_model(cfg)
+    model.load_state_dict(torch.load(os.path.join(folder, "model.pt")))
+    return model.eval(), cfg, saved["result"]
+
+
 # --------------------------------------------------------------- evaluation ---
-def eval_examples(cfg: RunConfig, split: str, layout: data.Layout, seqs: int) -> List[data.Example]:
-    return data.make_examples(cfg.eval_seed, split, 0, range(seqs), layout)
+@functools.lru_cache(maxsize=64)
+def eval_examples(seed: int, layout: data.Layout, seqs: int, stream: str = "") -> List[data.Example]:
+    """Evaluation sequences: a function of the seed and what they are drawn from (layout.key()),
+    so every arm and seed, and a later `eval` of a checkpoint, see the same ones. Made once per
+    process."""
+    return data.make_examples(seed, stream + layout.key(), 0, range(seqs), layout)
 
 
 @torch.no_grad()
@@ -202,13 +289,17 @@ def records(examples: Sequence[data.Example], predicted: Sequence[int]) -> List[
 def evaluate_split(model: TinyVLM, cfg: RunConfig, split: str, layout: data.Layout, seqs: int,
                    d: Optional[Dist] = None) -> dict:
     d = d or Dist()
-    if layout.question_first:
-        seqs *= cfg.train.questions   # one question per sequence: as many questions as the others
-    examples = eval_examples(cfg, split, layout, seqs)
+    examples = eval_examples(cfg.eval_seed, layout, split_seqs(cfg, layout, seqs), "curve/" if split == "curve" else "")
     mine = examples[d.rank::d.world]
     rec = records(mine, predict(model, mine))
     rec = [r for part in d.gather(rec) for r in part]
     return summarise(rec)
+
+
+def split_seqs(cfg: RunConfig, layout: data.Layout, seqs: int) -> int:
+    """Sequences of a split: question-first ones hold one question each, so they get as many
+    sequences as the others have questions."""
+    return seqs * cfg.train.questions if layout.question_first else seqs
 
 
 def summarise(rec: Sequence[tuple]) -> dict:
@@ -253,16 +344,23 @@ def _std(xs: Sequence[Optional[float]]) -> Optional[float]:
     return statistics.pstdev(xs) if len(xs) > 1 else None
 
 
-def layout_drops(splits: Dict[str, dict]) -> dict:
-    """Accuracy lost from the training layout to each other layout, per question type."""
-    base = splits.get("train")
+def reference_split(evals: Dict[str, data.Layout], name: str) -> Optional[str]:
+    """What a split is compared with: the split of the same sequences without the gap (a gap
+    split), else the training layout's split."""
+    layout = evals[name]
+    if layout.gap:
+        return next((n for n, other in evals.items() if not other.gap and other.key() == layout.key()), None)
+    return "train" if name != "train" and "train" in evals else None
+
+
+def layout_drops(cfg: RunConfig, splits: Dict[str, dict]) -> dict:
+    """Accuracy lost from each split's reference (reference_split) to the split, per type."""
     out = {}
-    if base is None:
-        return out
-    for name in ("long-prefix", "question-first", "unseen-grid"):
-        if name in splits:
-            out[name] = {k: base["accuracy"][k] - v for k, v in splits[name]["accuracy"].items()
-                         if k in base["accuracy"]}
+    for name in splits:
+        ref = reference_split(cfg.evals, name)
+        if ref is not None and ref in splits:
+            base = splits[ref]["accuracy"]
+            out[name] = {"reference": ref, **{k: base[k] - v for k, v in splits[name]["accuracy"].items() if k in base}}
     return out
 
 
@@ -270,7 +368,7 @@ def coupling(cfg: RunConfig, split: str, layout: data.Layout, seqs: int = 64) ->
     """PTD and RoPE kernel deviation of the evaluated sequences (the shared prefix and one
     question: what each question sees), per geometry of the arm's plan, measured by
     circlerope.ptd with the arm's frequency layout."""
-    examples = eval_examples(cfg, split, layout, seqs)
+    examples = eval_examples(cfg.eval_seed, layout, split_seqs(cfg, layout, cfg.eval_seqs))[:seqs]
     batch = collate(examples, cfg.model.merge)
     plan = circlerope.AgePlan(cfg.arm.plan, cfg.model.layers)
     out = {}

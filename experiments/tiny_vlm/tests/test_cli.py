@@ -21,7 +21,14 @@ BAD = [
     (["quick", "--steps", "-5"], "--steps must be >= 1, got -5"),
     (["quick", "--steps", "ten"], "--steps must be an integer, got 'ten'"),
     (["quick", "--train-grids", "12x13"], "12x13 has w=13, not divisible by --merge 2"),
-    (["quick", "--train-grids", "12x12", "--eval-grid", "9x12"], "--eval-grid: 9x12 has h=9, not divisible by --merge 2"),
+    (["quick", "--train-grids", "12x12", "--eval-grid", "9x12"], "--eval-grids: 9x12 has h=9, not divisible by --merge 2"),
+    (["quick", "--gaps", "4,12"], "--gap-filler 8,16: fewer than 12 filler tokens cannot move 12 of them"),
+    (["quick", "--gaps", "4,x"], "--gaps must be an integer, got 'x'"),
+    (["quick", "--secondary-arms", "vanilla,circle"], "--secondary-arms: circle is also a primary arm"),
+    (["quick", "--objects", "1,8"], "--objects 1,8: neighbour and relation questions need at least 2 objects"),
+    (["quick", "--train-grids", "2x24"], "a 1x12-cell grid cannot hold two objects in different rows and columns"),
+    (["quick", "--seeds", "3,3"], "--seeds 3,3: a seed is listed twice"),
+    (["quick", "--attention", "flash"], "--attention 'flash' (expected sdpa, bmm or naive)"),
     (["quick", "--lr", "nan"], "--lr must be a finite number > 0, got 'nan'"),
     (["quick", "--arms", "plan=CX"], "arm 'plan=CX'"),
     (["quick", "--arms", "plan=C:r=-1"], "arm 'plan=C:r=-1'"),
@@ -53,11 +60,18 @@ def test_bad_value_exit_code_from_the_command(env):
     assert p.stderr.strip().count("\n") == 0 and "unknown arm 'nope'" in p.stderr
 
 
-def test_named_arms():
+def test_named_arms_and_the_full_preset():
     assert ALL == ["vanilla", "unordered", "mrope", "circle", "age-alternate", "mrope-interleaved",
                    "circle-interleaved"]
     plan = cli.resolve(["full"])
-    assert [a.name for a in plan.arms] == ALL and plan.seeds == [0, 1, 2]
+    primary = ["mrope", "circle", "mrope-interleaved", "circle-interleaved", "age-alternate"]
+    assert plan.primary == primary and [a.name for a in plan.arms] == primary + ["vanilla", "unordered"]
+    assert len(plan.seeds) >= 12          # the declared contrasts' seeds (docs/experiment.md)
+    runs = {(c.arm.name, c.seed) for c in plan.configs}
+    assert all((a, s) in runs for a in primary for s in plan.seeds)
+    # every declared contrast's arms are primary: paired on every seed
+    from tiny_vlm.report import DECLARED
+    assert {a for c in DECLARED for a in c.plus + c.minus} <= set(primary)
 
 
 def test_micro_run_writes_every_output(tmp_path, env):
@@ -85,18 +99,28 @@ def test_micro_run_writes_every_output(tmp_path, env):
     assert doc["meta"]["git"]["commit"] and doc["meta"]["settings"]["steps"] == 4
     assert doc["meta"]["settings"]["batch"] == 8 and doc["meta"]["settings"]["eval_seqs"] == 8
     assert [r["arm"] for r in doc["runs"]] == ["mrope", "circle"]
+    splits = {"train", "gap-0", "gap-2", "grid-6x6", "unseen-length", "question-before-image"}
     for r in doc["runs"]:
         assert len(r["loss"]) == 4 and r["tokens_per_second"] > 0
-        assert set(r["splits"]) == {"train", "long-prefix", "question-first", "unseen-grid"}
+        assert set(r["splits"]) == splits
         for split in r["splits"].values():
             assert sum(split["questions"].values()) == 8 * 4   # eval_seqs x questions, one split
             assert set(split["accuracy"]) == set(data.QUESTION_TYPES)
             assert set(split["majority_baseline"]) == set(data.QUESTION_TYPES)
-        assert set(r["drop"]) == {"long-prefix", "question-first", "unseen-grid"}
+        assert set(r["drop"]) == splits - {"train"} and r["drop"]["gap-2"]["reference"] == "gap-0"
         assert r["coupling"]["train"]
-    assert doc["summary"]["circle"]["accuracy"]["unseen-grid"]["lookup"][0] is not None
+        assert [layer["moved_tv"] is not None for layer in r["attention"]["layers"]] == [True] * 4
+        ckpt = out / "checkpoints" / f"{r['arm']}-s0"
+        assert (ckpt / "model.pt").stat().st_size > 0
+        assert json.loads((ckpt / "run.json").read_text())["result"]["splits"]["train"]["accuracy"] == \
+            r["splits"]["train"]["accuracy"]
+    assert set(doc["content_baseline"]) == splits
+    assert doc["content_baseline"]["train"]["accuracy"]["count"] == 1.0
+    assert [c["key"] for c in doc["contrasts"]["declared"]] == ["C1", "C2", "C3", "C4", "C5"]
+    assert doc["summary"]["circle"]["accuracy"]["grid-6x6"]["lookup"][0] is not None
+    assert not (out / ".streams").exists()   # the shared batches are deleted with the seed's last run
     md = (out / "results.md").read_text()
-    assert "| mrope |" in md and "*majority*" in md
+    assert "| mrope |" in md and "*majority*" in md and "*content*" in md and "## Declared contrasts" in md
 
 
 def test_fixed_seed_gives_identical_results_twice():
@@ -239,3 +263,45 @@ def test_workers_of_a_killed_driver_stop(tmp_path, env):
     for w in left:
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers {left} still ran 300 s after their driver was killed"
+
+
+def test_eval_reproduces_what_the_run_recorded(tmp_path, env):
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "tiny_vlm", "micro", "--arms", "circle", "--steps", "40", "--workers", "1",
+                        "--eval-seqs", "24", "--no-plots", "--out", str(out)], env=env, capture_output=True, text=True,
+                       timeout=HANG_SECONDS)
+    assert p.returncode == 0, p.stderr
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    ckpt = out / "checkpoints" / "circle-s0"
+    for options, split in ((["--grid", "12x12"], "grid-6x6"), ([], "train"),
+                           (["--gap", "2", "--prefix", "2,6"], "gap-2"), (["--split", "question-before-image"],
+                                                                           "question-before-image")):
+        written = tmp_path / f"{split}.json"
+        e = subprocess.run([sys.executable, "-m", "tiny_vlm", "eval", "--checkpoint", str(ckpt), *options,
+                            "--content-samples", "4", "--out", str(written)], env=env, capture_output=True, text=True,
+                           timeout=HANG_SECONDS)
+        assert e.returncode == 0, e.stderr
+        got = json.loads(written.read_text())
+        assert got["recorded"]["split"] == split, (options, got["recorded"])
+        assert got["accuracy"] == run["splits"][split]["accuracy"], (split, got["accuracy"])
+        assert got["questions"] == run["splits"][split]["questions"]
+        assert f"the run's split '{split}'" in e.stdout and "content" in e.stdout
+    # the run learned something: the reproduced numbers are not all zero
+    assert max(run["splits"]["train"]["accuracy"].values()) > 0.3, run["splits"]["train"]["accuracy"]
+    # another split is another set of sequences
+    e = subprocess.run([sys.executable, "-m", "tiny_vlm", "eval", "--checkpoint", str(ckpt), "--grid", "16x16",
+                        "--questions", "lookup,count", "--content-samples", "0", "--out", str(tmp_path / "x.json")],
+                       env=env, capture_output=True, text=True, timeout=HANG_SECONDS)
+    assert e.returncode == 0, e.stderr
+    got = json.loads((tmp_path / "x.json").read_text())
+    assert got["recorded"] is None and set(got["accuracy"]) == {"lookup", "count"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--checkpoint", "/nonexistent"], "--checkpoint /nonexistent: no model.pt there"),
+])
+def test_eval_bad_values_give_one_line(argv, message):
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = cli.main(["eval", *argv])
+    assert code == 2 and err.getvalue().count("\n") == 1 and message in err.getvalue(), err.getvalue()

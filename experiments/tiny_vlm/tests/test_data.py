@@ -57,10 +57,10 @@ def independent_answer(example: data.Example, q: data.Question) -> str:
     raise AssertionError(f"unknown question {name}")
 
 
-@pytest.mark.parametrize("question_first", [False, True])
-def test_every_answer_is_right(question_first):
+@pytest.mark.parametrize("question_first,gap", [(False, 0), (True, 0), (False, 5), (True, 3)])
+def test_every_answer_is_right(question_first, gap):
     layout = data.Layout("x", ((6, 6), (8, 8), (6, 10), (8, 12)), questions=1 if question_first else 12,
-                         question_first=question_first)
+                         question_first=question_first, filler=(5, 9), gap=gap)
     seen = Counter()
     for i in range(300):
         e = data.make_example(random.Random(i), layout)
@@ -105,50 +105,109 @@ def test_patch_features_carry_no_position():
     assert m.embed.weight.shape == (data.VOCAB_SIZE, m.cfg.width)
 
 
+# Count's "1" is the exception: every image needs two colours held by one object each (the
+# objects a neighbour or relation question names), and an image of 3 objects has only "0" and
+# "1" to give (docs/experiment.md, "Images"). The content baseline, not the majority, is the
+# floor that matters; count's is 100%.
+MOST_FREQUENT = {"neighbour": 1 / 3, "lookup": 1 / 3, "relation": 1 / 3, "count": 0.45}
+
+
 @pytest.mark.parametrize("kind", data.QUESTION_TYPES)
 def test_answers_are_balanced(kind):
     counts = Counter()
-    rng = random.Random(11)
-    while sum(counts.values()) < 3000:
-        img = data.make_image(rng, *rng.choice(LAYOUT.grids), (3, 8))
-        q = data.balanced_question(rng, img, kind)
-        if q is not None:
-            counts[data.TOKEN_NAMES[q.answer]] += 1
+    for i in range(300):
+        e = data.make_example(random.Random(i), LAYOUT)
+        counts.update(data.TOKEN_NAMES[q.answer] for q in e.questions if q.kind == kind)
     share = counts.most_common(1)[0][1] / sum(counts.values())
-    assert share <= 1 / 3, (kind, counts)
+    assert share <= MOST_FREQUENT[kind], (kind, counts)
     assert len(counts) >= 4, counts
 
 
+def test_object_counts_cover_the_documented_range():
+    # Regression: images used to be redrawn until every question type was answerable (12 draws
+    # per accepted image), which kept 5-8 objects and almost never 3 or 4.
+    n = Counter(len(data.make_example(random.Random(i), LAYOUT).image.objects) for i in range(1200))
+    assert sorted(n) == [3, 4, 5, 6, 7, 8], n
+    for k, c in n.items():
+        assert abs(c / 1200 - 1 / 6) < 0.05, n
+
+
+def test_placements_are_uniform_over_those_that_allow_the_questions():
+    # 2x2 grid, two unique-colour objects, a neighbour question asked: the 8 placements with the
+    # two objects side by side are allowed (not the 4 diagonal ones), each equally likely.
+    objs = [(0, 0), (1, 0)]
+    needs = data.Needs(neighbour=True)
+    allowed = {img.cells for img in data.placements(objs, 2, 2, needs)}
+    assert len(allowed) == 8
+    rng = random.Random(0)
+    seen = Counter(data.place(rng, objs, 2, 2, needs)[0].cells for _ in range(8000))
+    assert set(seen) == allowed
+    assert max(abs(c - 1000) for c in seen.values()) < 150, seen
+
+
+def test_contents_allow_the_questions_directly():
+    # Every image allows every asked type on its first contents; only the placement is redrawn
+    # (a few times on average, never hundreds).
+    draws = []
+    for i in range(400):
+        e = data.make_example(random.Random(i), LAYOUT)
+        assert data.allows(e.image, e.needs)
+        for kind in data.QUESTION_TYPES:
+            assert data.class_probabilities(data.by_answer(e.image, kind), kind), kind
+        draws.append(e.draws)
+    assert sum(draws) / len(draws) < 4, sum(draws) / len(draws)
+
+
+def test_question_probabilities_are_what_the_sampler_draws():
+    # question_probabilities (what the content baseline weighs placements by) against the
+    # frequencies of balanced_question on the same image.
+    rng = random.Random(2)
+    img = data.make_example(random.Random(7), LAYOUT).image
+    for kind in data.QUESTION_TYPES:
+        expected = data.question_probabilities(img, kind)
+        assert abs(sum(p for _, p in expected.values()) - 1) < 1e-12
+        seen = Counter(data.balanced_question(rng, img, kind).tokens for _ in range(20000))
+        for tokens, (answer, p) in expected.items():
+            assert abs(seen[tokens] / 20000 - p) < 0.015, (kind, tokens, p, seen[tokens])
+    for q in data.candidates(img, "lookup"):
+        assert data.lookup_probability(img, q) == data.question_probabilities(img, "lookup")[q.tokens]
+
+
 def test_splits_differ_as_described():
-    plan = resolve(["quick", "--train-grids", "12x12,16x16,12x20", "--eval-grid", "16x24"])
+    plan = resolve(["quick", "--train-grids", "12x12,16x16,12x20", "--eval-grids", "16x24,10x10"])
     ev = plan.configs[0].evals
-    assert set(ev) == {"train", "long-prefix", "question-first", "unseen-grid"}
+    assert list(ev) == ["train", "gap-0", "gap-4", "gap-8", "grid-8x12", "grid-5x5", "unseen-length",
+                        "question-before-image"]
+    filler = lambda ts: sum(1 for t in ts if data.FILLER0 <= t < data.FILLER0 + data.N_FILLER)  # noqa: E731
     for name, layout in ev.items():
         for i in range(40):
             e = data.make_example(random.Random(i), layout)
-            vs = e.tokens.index(data.VS)
-            filler = sum(1 for t in e.tokens[:vs] if data.FILLER0 <= t < data.FILLER0 + data.N_FILLER)
-            if name == "unseen-grid":
-                assert e.grid == (8, 12)
+            vs, ve = e.tokens.index(data.VS), e.tokens.index(data.VE)
+            before, after = filler(e.tokens[:vs]), filler(e.tokens[ve:])
+            if name.startswith("grid-"):
+                assert e.grid == tuple(map(int, name[5:].split("x")))
             else:
                 assert e.grid in ((6, 6), (8, 8), (6, 10))
-            lo, hi = (64, 128) if name == "long-prefix" else (0, 16)
-            assert lo <= filler <= hi
-            before = [t for t in e.tokens[:vs] if data.Q_DIR <= t < data.NONE]
-            if name == "question-first":
-                assert len(e.questions) == 1 and before == [e.questions[0].tokens[0]]
+            gap = int(name[4:]) if name.startswith("gap-") else 0
+            lo, hi = {"unseen-length": (64, 128)}.get(name, (8, 16) if name.startswith("gap-") else (0, 16))
+            assert lo <= before + after <= hi and after == gap
+            questions = [t for t in e.tokens[:vs] if data.Q_DIR <= t < data.NONE]
+            if name == "question-before-image":
+                assert len(e.questions) == 1 and questions == [e.questions[0].tokens[0]]
                 assert e.ask[0] == e.tokens.index(data.VE) + 1
             else:
-                assert before == [] and len(e.questions) == plan.configs[0].train.questions
+                assert questions == [] and len(e.questions) == plan.configs[0].train.questions
+                assert e.prefix == ve + 1 + gap
 
 
 def test_generation_is_shard_independent_and_seeded():
-    full = data.make_examples(7, "train", 3, range(8), LAYOUT)
-    shard = data.make_examples(7, "train", 3, range(4, 8), LAYOUT)
+    full = data.make_examples(7, "train", 3, range(8), LAYOUT, one_shape=True)
+    shard = data.make_examples(7, "train", 3, range(4, 8), LAYOUT, one_shape=True)
+    assert len({len(e.feats) for e in full}) == 1   # one grid and filler length: no padding
     assert [e.tokens for e in full[4:]] == [e.tokens for e in shard]
-    again = data.make_examples(7, "train", 3, range(8), LAYOUT)
+    again = data.make_examples(7, "train", 3, range(8), LAYOUT, one_shape=True)
     assert [e.tokens for e in full] == [e.tokens for e in again]
-    other = data.make_examples(8, "train", 3, range(8), LAYOUT)
+    other = data.make_examples(8, "train", 3, range(8), LAYOUT, one_shape=True)
     assert [e.tokens for e in full] != [e.tokens for e in other]
 
 
