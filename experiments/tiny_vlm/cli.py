@@ -424,6 +424,10 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
     finally:
         stop.set()
         progress.close()
+        # Runs still queued are dropped: more than a pipe holds (full's 64 configs are ~80 kB)
+        # leaves them in the queue's feeder thread, which the interpreter would join at exit,
+        # waiting forever for a worker to read them.
+        jobs.cancel_join_thread()
         exited = True
         for p in procs:
             p.join(timeout=5)
