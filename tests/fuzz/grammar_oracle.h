@@ -1,7 +1,8 @@
-// A second reading of the grammar's integers and numbers (circlerope/options.h), shared by the
-// libFuzzer target fuzz_grammar.cpp and test_options.cpp (not a target itself). It
-// shares no code with src/: the forms are std::regex patterns written from the grammar's text,
-// integer values are compared as digit strings, numbers come from std::strtod.
+// A second reading of the grammar's integers and numbers (circlerope/options.h) and of the
+// quoting rule its messages use (detail/quote.h), shared by the libFuzzer target
+// fuzz_grammar.cpp and test_options.cpp (not a target itself). It shares no code with src/ or
+// include/: the forms are std::regex patterns written from the grammar's text, integer values
+// are compared as digit strings, numbers come from std::strtod.
 #pragma once
 
 #include <cmath>
@@ -50,6 +51,20 @@ inline std::optional<double> number(const std::string& text) {
   const double value = std::strtod(text.c_str(), nullptr);
   if (std::isinf(value)) return std::nullopt;
   return value;
+}
+
+// The quoting rule (circlerope/detail/quote.h) as its comment states it: single quotes around
+// the first 40 bytes, each byte outside printable ASCII and each ' and \ as \xNN, then "..."
+// when there were more.
+inline std::string quoted(const std::string& text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') out += static_cast<char>(c);
+    else out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+  }
+  return out + (text.size() > 40 ? "...'" : "'");
 }
 
 }  // namespace oracle
