@@ -17,6 +17,7 @@ import torch
 
 import circlerope
 import circlerope.hf as hf
+from conftest import BadRepr, attack
 
 SOURCE = os.environ.get("CIRCLEROPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = json.load(open(os.path.join(SOURCE, "tests", "data", "hf_mrope_positions.json")))["cases"]
@@ -366,15 +367,10 @@ def test_apply_multimodal_rotary_pos_emb_is_differentiable_and_checks_sections()
 
 # ------------------------------------------------------------------ issue 19 ---
 
-class _BadRepr:
-    def __repr__(self):
-        raise RuntimeError("a __repr__ that fails")
-
-
 HF_GARBAGE = [None, "x", "", 3.5, -1, 16.9, 2 ** 70, True, [], [[]], [["a"]], {}, {"a": 1}, object(), float("nan"),
               torch.tensor([]), torch.zeros(2, 2, 2, 2, 2), torch.zeros(3, dtype=torch.complex64),
               torch.zeros(1, 3).to("meta"), torch.zeros(1, 3, dtype=torch.bool), [1.5, 2.5], ("a", "b", "c"),
-              "x" * 100000, "a\nb\x1b[31m", "\ud800", torch.zeros(2, 2).to_sparse(), _BadRepr(), [16, -8, 40],
+              "x" * 100000, "a\nb\x1b[31m", "\ud800", torch.zeros(2, 2).to_sparse(), BadRepr(), [16, -8, 40],
               [16.9, 24, 24], torch.zeros(1, 1, dtype=torch.long).expand(1 << 20, 1 << 20)]
 
 
@@ -411,32 +407,6 @@ def _hf_calls():
     ]
 
 
-def _attack(calls, garbage):
-    """Each argument of each call replaced by each garbage value: the call succeeds or raises a
-    ValueError of one short clean line (never TypeError, AttributeError, RuntimeError, ...)."""
-    wrong = []
-    for name, function, args, kwargs in calls:
-        function(*args, **kwargs)  # the base call is valid
-        slots = [("arg", i) for i in range(len(args))] + [("kw", key) for key in kwargs]
-        for kind, slot in slots:
-            for value in garbage:
-                a, kw = list(args), dict(kwargs)
-                if kind == "arg":
-                    a[slot] = value
-                else:
-                    kw[slot] = value
-                shown = "_BadRepr()" if isinstance(value, _BadRepr) else repr(value)[:30]
-                try:
-                    function(*a, **kw)
-                except ValueError as e:
-                    message = str(e)
-                    if len(message) > 500 or not all(32 <= ord(c) < 127 for c in message):
-                        wrong.append(f"{name} {slot}={shown}: a {len(message)}-character or unclean message")
-                except Exception as e:  # noqa: BLE001 - the point of the test
-                    wrong.append(f"{name} {slot}={shown}: {type(e).__name__}: {str(e)[:100]}")
-    return wrong
-
-
 def test_every_bad_argument_of_circlerope_hf_raises_a_clean_value_error():
     # On a4fab96's successor this listed 330 cases: TypeError (compat=[] "unhashable type",
     # rope_theta=[] from float(), mrope_section=None "not iterable"), AttributeError (a list as
@@ -444,7 +414,7 @@ def test_every_bad_argument_of_circlerope_hf_raises_a_clean_value_error():
     # unsqueeze_dim or fused, "Could not infer dtype", a repr that fails), IndexError (a mask of
     # another shape), NotImplementedError (sparse), an allocation of 2^40 tokens, and ValueErrors
     # of 100,133 characters or several lines.
-    wrong = _attack(_hf_calls(), HF_GARBAGE)
+    wrong = attack(_hf_calls(), HF_GARBAGE)
     assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"
 
 

@@ -563,7 +563,8 @@ def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_c
     # of Tensor ... is ambiguous"), compat=[] TypeError ("unhashable type"), samples=3.5 TypeError
     # ("not iterable"), a class without from_pretrained AttributeError, a sample's labels or
     # pixel_values of a str TypeError, of a float RuntimeError ("zero-dimensional tensor").
-    from test_hf import HF_GARBAGE, _attack
+    from conftest import attack
+    from test_hf import HF_GARBAGE
 
     model = make_model("qwen2_5_vl")
 
@@ -587,7 +588,7 @@ def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_c
         ("pack", restored(pack), [model, [sample]], {"flash_attention_kwargs": False}),
         ("pack samples", restored(pack), [model, [sample, sample]], {}),
     ]
-    wrong = _attack(calls, HF_GARBAGE)
+    wrong = attack(calls, HF_GARBAGE)
     for value in HF_GARBAGE:
         keys = ("input_ids", "image_grid_thw", "video_grid_thw", "second_per_grid_ts", "labels", "pixel_values",
                 "pixel_values_videos")
