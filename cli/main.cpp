@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "circlerope/age.h"
 #include "circlerope/circle.h"
 #include "circlerope/detail/positions_path.h"
+#include "circlerope/detail/quote.h"
 #include "circlerope/options.h"
 #include "circlerope/ptd.h"
 #include "report.h"
@@ -121,8 +123,8 @@ struct Source {
       throw Error("--compat cannot be combined with --request (put \"compat\" in the request)");
     if (request_path == "-") return parse_request_text(read_request(std::cin, "on stdin"));
     std::ifstream in(request_path, std::ios::binary);
-    if (!in) throw Error("cannot read request file '" + request_path + "'");
-    return parse_request_text(read_request(in, "'" + request_path + "'"));
+    if (!in) throw Error("cannot read request file " + detail::quoted(request_path));
+    return parse_request_text(read_request(in, detail::quoted(request_path)));
   }
 
   // The model constants of a layout: Qwen2.5-VL's, in the --compat behaviour.
@@ -140,19 +142,25 @@ struct Source {
   }
 };
 
+// "all" or names separated by commas; an empty name (",circle", "circle,", "a,,b") is an
+// error, not skipped.
 std::vector<Scheme> parse_scheme_list(const std::string& text) {
   if (text == "all") return {kAllSchemes.begin(), kAllSchemes.end()};
   std::vector<Scheme> out;
-  std::istringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) out.push_back(scheme_option(OptionValue::text(part), "--schemes"));
-  if (out.empty()) throw Error("--schemes is empty (use all or a list like circle,mrope)");
-  return out;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    if (comma == begin)
+      throw Error("--schemes " + detail::quoted(text) + ": scheme " + std::to_string(out.size() + 1) +
+                  " is empty (use all or a list like circle,mrope)");
+    out.push_back(scheme_option(OptionValue::text(std::string_view(text).substr(begin, comma - begin)), "--schemes"));
+    if (comma == text.size()) return out;
+    begin = comma + 1;
+  }
 }
 
 void check_format(const std::string& format) {
   if (format != "table" && format != "json")
-    throw Error("--format '" + format + "': expected table or json");
+    throw Error("--format " + detail::quoted(format) + ": expected table or json");
 }
 
 // SPEC 3: with alpha = 1 distinct cells can land on the same point. We keep
@@ -355,13 +363,33 @@ int run_bench_positions(const std::string& format, double min_seconds) {
   return 0;
 }
 
-std::string one_line(std::string message) {
-  // Messages quote bounded excerpts of the input; this is the last guard (CLI11's own
-  // messages quote arguments whole).
-  constexpr std::size_t kLongest = 1000;
-  if (message.size() > kLongest) message = message.substr(0, kLongest - 3) + "...";
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  while (!message.empty() && message.back() == ' ') message.pop_back();
+// Every flag is bound to text and read by the one grammar (options.h), never by CLI11, which
+// reads integers with base 0 ("010" was 8, "0x24" 36, " 36" 36, and a seed of -1 was 2^64-1):
+// counts, indices and seeds with parse_unsigned, times here.
+double seconds_flag(const std::string& text, const char* flag) {
+  const double seconds = parse_number(text, flag);
+  if (!(seconds > 0 && seconds < 600)) throw Error(std::string(flag) + " must be in (0, 600) (got " + detail::quoted(text) + ")");
+  return seconds;
+}
+
+// A flag given an empty value ("--scheme ''", "--plot=") is an error: it used to select the
+// default silently. Every option of every subcommand that ran is looked at.
+void refuse_empty_values(const CLI::App& app) {
+  for (const CLI::Option* option : app.get_options())
+    for (const std::string& value : option->results())
+      if (value.empty() && option->get_type_size_max() > 0)
+        throw Error(option->get_name() + " is empty (give a value)");
+  for (const CLI::App* sub : app.get_subcommands({}))
+    if (sub->parsed()) refuse_empty_values(*sub);
+}
+
+// CLI11's message for arguments it did not expect lists them whole: this one shows the first
+// by the quoting rule.
+std::string extras_message(const CLI::App& app) {
+  std::vector<std::string> extras = app.remaining(true);
+  if (extras.empty()) return "unexpected arguments";
+  std::string message = "unexpected argument " + detail::quoted(extras.front());
+  if (extras.size() > 1) message += " (and " + std::to_string(extras.size() - 1) + " more)";
   return message;
 }
 
@@ -400,12 +428,13 @@ int run(int argc, char** argv) {
   auto* positions = app.add_subcommand("positions", "3-axis positions and rope_deltas of a request or layout");
   Source pos_source;
   CircleFlags pos_circle;
-  std::string pos_scheme, pos_format;
-  int64_t pos_decode = 0, pos_row = 0;
+  std::string pos_scheme, pos_format, pos_decode = "0", pos_row = "0";
   pos_source.add(positions);
   pos_circle.add(positions);
-  positions->add_option("--scheme", pos_scheme, "vanilla | unordered | mrope | circle (layouts; default circle)");
-  positions->add_option("--format", pos_format, "table | json (default: json for --request, table for --layout)");
+  auto* pos_scheme_opt =
+      positions->add_option("--scheme", pos_scheme, "vanilla | unordered | mrope | circle (layouts; default circle)");
+  auto* pos_format_opt =
+      positions->add_option("--format", pos_format, "table | json (default: json for --request, table for --layout)");
   positions->add_option("--decode", pos_decode, "also give the positions of the next N decoded tokens");
   positions->add_option("--row", pos_row, "row of the batch for the table [0]");
 
@@ -426,20 +455,19 @@ int run(int argc, char** argv) {
   Source plot_source;
   CircleFlags plot_circle;
   RotaryFlags plot_rotary;
-  std::string plot_scheme, plot_schemes, plot_out;
-  int64_t plot_row = 0;
+  std::string plot_scheme, plot_schemes, plot_out, plot_row = "0";
   plot_source.add(plot);
   plot_circle.add(plot);
   plot_rotary.add(plot);  // for the metrics in each panel's subtitle
   auto* plot_scheme_opt = plot->add_option("--scheme", plot_scheme, "one scheme [circle]");
-  plot->add_option("--schemes", plot_schemes, "all or a comma list: one panel each")->excludes(plot_scheme_opt);
+  auto* plot_schemes_opt =
+      plot->add_option("--schemes", plot_schemes, "all or a comma list: one panel each")->excludes(plot_scheme_opt);
   plot->add_option("--out", plot_out, "output file (.svg)")->required();
   plot->add_option("--row", plot_row, "row of the batch [0]");
 
   // plan
   auto* plan = app.add_subcommand("plan", "the geometry of every layer under an AGE plan");
-  std::string plan_spec = "alternate", plan_format = "table";
-  int plan_layers = 36;
+  std::string plan_spec = "alternate", plan_format = "table", plan_layers = "36";
   plan->add_option("--plan", plan_spec, "all | lower | upper | alternate | strategy_1..4 | a C/M/V/U pattern [alternate]");
   plan->add_option("--layers", plan_layers, "number of layers [36, Qwen2.5-VL-3B]");
   plan->add_option("--format", plan_format, "table | json [table]");
@@ -453,32 +481,27 @@ int run(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "timings on this machine");
   bench->require_subcommand(1);
   auto* bench_positions = bench->add_subcommand("positions", "positions for the benchmark batch, circle and mrope");
-  std::string bench_format = "table";
-  double bench_seconds = 0.5;
+  std::string bench_format = "table", bench_seconds = "0.5";
   bench_positions->add_option("--format", bench_format, "table | json [table]");
   bench_positions->add_option("--min-seconds", bench_seconds, "time spent per scheme [0.5]");
   auto* bench_rotary_cmd = bench->add_subcommand(
       "rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
-  std::string rotary_format = "table", rotary_isa = "all";
-  std::vector<std::int64_t> rotary_seq_lens = {1024, 4096, 16384};
+  std::string rotary_format = "table", rotary_isa = "all", rotary_seconds = "0.25", rotary_threads = "0";
+  std::vector<std::string> rotary_seq_lens = {"1024", "4096", "16384"};
   std::vector<std::string> rotary_dtypes = {"float32", "bfloat16"};
-  double rotary_seconds = 0.25;
-  int rotary_threads = 0;
   bench_rotary_cmd->add_option("--format", rotary_format, "table | json [table]");
   bench_rotary_cmd->add_option("--seq-lens", rotary_seq_lens, "sequence lengths [1024 4096 16384]");
   bench_rotary_cmd->add_option("--dtypes", rotary_dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
   bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
   bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
   bench_rotary_cmd->add_option("--path", rotary_isa, "code path: all (every path this machine runs), automatic, portable, avx2, avx512, avx512bf16 [all]");
-  std::string rotary_plot;
-  int rotary_copy_mib = 256;
+  std::string rotary_plot, rotary_copy_mib = "256";
   bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
   bench_rotary_cmd->add_option("--plot", rotary_plot, "also write a bar chart (SVG file)");
 
   // check
   auto* check = app.add_subcommand("check", "every rotary fast path against the float64 reference on fresh random inputs");
-  std::uint64_t check_seed = std::random_device{}();
-  int check_rounds = 2;
+  std::string check_seed = std::to_string(std::random_device{}()), check_rounds = "2";
   check->add_option("--seed", check_seed, "random seed (printed, to replay a run) [fresh]");
   check->add_option("--rounds", check_rounds, "random cases per combination [2]");
 
@@ -487,7 +510,8 @@ int run(int argc, char** argv) {
       bool known = false;
       for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
       if (!known)
-        throw Error(std::string("unknown command '") + argv[1] + "' (expected positions, ptd, plot, plan, demo, check or bench)");
+          throw Error("unknown command " + detail::quoted(argv[1]) +
+                    " (expected positions, ptd, plot, plan, demo, check or bench)");
     }
     try {
       app.parse(argc, argv);
@@ -495,21 +519,28 @@ int run(int argc, char** argv) {
       return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
       return app.exit(e);
+    } catch (const CLI::ExtrasError&) {
+      throw Error(extras_message(app));
     } catch (const CLI::ParseError& e) {
       throw Error(e.what());
     }
+    refuse_empty_values(app);
 
     if (*positions) {
+      const auto decode = static_cast<int64_t>(parse_unsigned(pos_decode, "--decode", 0, kMaxTokens));
+      const auto row = static_cast<int64_t>(parse_unsigned(pos_row, "--row", 0, kMaxTokens));
+      const bool formatted = pos_format_opt->count() > 0;
       if (pos_source.from_request()) {
-        if (!pos_scheme.empty() || pos_circle.any())
+        if (pos_scheme_opt->count() > 0 || pos_circle.any())
           throw Error("--scheme and circle options cannot be combined with --request (the request holds them)");
         const Request r = pos_source.request();
-        print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry,
-                        pos_format.empty() ? "json" : pos_format, pos_decode, pos_row);
+        print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry, formatted ? pos_format : "json",
+                        decode, row);
       } else {
-        const Geometry g{pos_scheme.empty() ? Scheme::circle : scheme_option(OptionValue::text(pos_scheme), "--scheme"), pos_circle.config()};
-        print_positions(pos_source.positions(g, nullptr), g, pos_format.empty() ? "table" : pos_format,
-                        pos_decode, pos_row);
+        const Geometry g{pos_scheme_opt->count() > 0 ? scheme_option(OptionValue::text(pos_scheme), "--scheme")
+                                                     : Scheme::circle,
+                         pos_circle.config()};
+        print_positions(pos_source.positions(g, nullptr), g, formatted ? pos_format : "table", decode, row);
       }
     } else if (*ptd) {
       check_format(ptd_format);
@@ -521,15 +552,17 @@ int run(int argc, char** argv) {
       else std::cout << metrics_table(metrics);
     } else if (*plot) {
       const std::vector<Scheme> schemes =
-          plot_schemes.empty() ? std::vector<Scheme>{plot_scheme.empty() ? Scheme::circle : scheme_option(OptionValue::text(plot_scheme), "--scheme")}
-                               : parse_scheme_list(plot_schemes);
+          plot_schemes_opt->count() > 0 ? parse_scheme_list(plot_schemes)
+          : plot_scheme_opt->count() > 0 ? std::vector<Scheme>{scheme_option(OptionValue::text(plot_scheme), "--scheme")}
+                                         : std::vector<Scheme>{Scheme::circle};
+      const auto row = static_cast<int64_t>(parse_unsigned(plot_row, "--row", 0, kMaxTokens));
       const RotaryConfig rotary = plot_rotary.config();
       const Resolved in = resolve(plot_source, plot_circle);
-      write_plot(plot_out, all_metrics(schemes, in.circle, plot_source, in.get(), rotary), plot_row);
+      write_plot(plot_out, all_metrics(schemes, in.circle, plot_source, in.get(), rotary), row);
       std::cout << "wrote " << plot_out << " (" << schemes.size() << " panel" << (schemes.size() == 1 ? "" : "s") << ")\n";
     } else if (*plan) {
       check_format(plan_format);
-      const AgePlan p = make_age_plan(plan_spec, plan_layers);
+      const AgePlan p = make_age_plan(plan_spec, static_cast<int>(parse_unsigned(plan_layers, "--layers", 1, kMaxLayers)));
       if (plan_format == "json") {
         json layers = json::array();
         for (int l = 0; l < p.layers(); ++l) layers.push_back(to_string(p.layer_scheme(l)));
@@ -548,24 +581,21 @@ int run(int argc, char** argv) {
       return run_demo(demo_out);
     } else if (*bench_positions) {
       check_format(bench_format);
-      if (!(bench_seconds > 0 && bench_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
-      return run_bench_positions(bench_format, bench_seconds);
+      return run_bench_positions(bench_format, seconds_flag(bench_seconds, "--min-seconds"));
     } else if (*bench_rotary_cmd) {
       check_format(rotary_format);
-      if (!(rotary_seconds > 0 && rotary_seconds < 600)) throw Error("--min-seconds must be in (0, 600)");
-      // The copy meter starts this many std::threads and the kernels as many OpenMP threads:
-      // 40000 aborted the process.
-      if (rotary_threads < 0 || rotary_threads > kMaxThreads)
-        throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) + "] (got " +
-                    std::to_string(rotary_threads) + "; 0 = all cores)");
       cli::RotaryBenchOptions options;
-      options.seq_lens = rotary_seq_lens;
+      options.min_seconds = seconds_flag(rotary_seconds, "--min-seconds");
+      // The copy meter starts this many std::threads and the kernels as many OpenMP threads:
+      // 40000 aborted the process. (0 = all cores.)
+      options.threads = static_cast<int>(parse_unsigned(rotary_threads, "--threads", 0, kMaxThreads));
+      options.seq_lens.clear();
+      for (const std::string& seq : rotary_seq_lens)
+        options.seq_lens.push_back(static_cast<std::int64_t>(parse_unsigned(seq, "--seq-lens", 1, 1 << 20)));
       options.dtypes.clear();
       for (const std::string& d : rotary_dtypes) options.dtypes.push_back(parse_dtype(d));
-      options.min_seconds = rotary_seconds;
-      options.threads = rotary_threads;
       if (rotary_isa != "all") options.isas = {parse_isa(rotary_isa)};
-      options.copy_mib = rotary_copy_mib;
+      options.copy_mib = static_cast<int>(parse_unsigned(rotary_copy_mib, "--copy-mib", 1, 4096));
       if (!rotary_plot.empty()) check_svg_path("--plot", rotary_plot);
       const auto result = cli::bench_rotary(options, std::cerr);
       if (!rotary_plot.empty()) {
@@ -575,11 +605,12 @@ int run(int argc, char** argv) {
       if (rotary_format == "json") std::cout << result.dump(2) << "\n";
       else cli::print_bench_rotary_table(result, std::cout);
     } else if (*check) {
-      if (check_rounds < 1 || check_rounds > 1000) throw Error("--rounds must be in [1, 1000] (got " + std::to_string(check_rounds) + ")");
-      return cli::run_check(check_seed, check_rounds, std::cout, std::cerr);
+      const std::uint64_t seed = parse_unsigned(check_seed, "--seed", 0, std::numeric_limits<std::uint64_t>::max());
+      const auto rounds = static_cast<int>(parse_unsigned(check_rounds, "--rounds", 1, 1000));
+      return cli::run_check(seed, rounds, std::cout, std::cerr);
     }
   } catch (const std::exception& e) {  // Error, and std::bad_alloc / JSON errors just in case
-    std::cerr << "circlerope: " << one_line(e.what()) << "\n";
+    std::cerr << "circlerope: " << detail::one_line(e.what()) << "\n";
     return 2;
   }
   return 0;

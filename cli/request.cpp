@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "circlerope/detail/quote.h"
 #include "circlerope/options.h"
 
 namespace circlerope::cli {
@@ -25,11 +26,12 @@ namespace {
   throw Error("request." + where + ": " + what);
 }
 
-// At most about kShown characters of `value` for a message. Never dump() the whole value: a
-// deep or huge one overflowed the stack or took memory in proportion to its size (issue 9
-// item 2). Each level adds a character before it descends, so recursion stops within kShown
-// levels whatever the value's depth.
-constexpr std::size_t kShown = 40;
+// At most about kShown characters of `value` for a message, in JSON's punctuation with its
+// strings and keys shown by the one quoting rule (detail/quote.h: single quotes, escaped
+// bytes). Never dump() the whole value: a deep or huge one overflowed the stack or took memory
+// in proportion to its size (issue 9 item 2). Each level adds a character before it descends,
+// so recursion stops within kShown levels whatever the value's depth.
+constexpr std::size_t kShown = detail::kQuoted;
 
 void append_shown(const json& v, std::string& out) {
   if (out.size() >= kShown) return;
@@ -53,14 +55,14 @@ void append_shown(const json& v, std::string& out) {
         if (out.size() >= kShown) return;
         if (!first) out += ',';
         first = false;
-        out += json(key.substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
+        out += detail::quoted(key) + ":";
         append_shown(item, out);
       }
       out += '}';
       return;
     }
     case json::value_t::string:
-      out += json(v.get_ref<const std::string&>().substr(0, kShown)).dump(-1, ' ', false, json::error_handler_t::replace);
+      out += detail::quoted(v.get_ref<const std::string&>());
       return;
     default: out += v.dump(); return;  // a scalar: a few characters
   }
@@ -73,9 +75,6 @@ std::string shown(const json& value) {
   return s;
 }
 
-// A key for a message (keys come from the request: bounded like any other value).
-std::string key_shown(const std::string& key) { return key.size() > kShown ? key.substr(0, kShown - 3) + "..." : key; }
-
 void only_keys(const json& object, const std::string& where,
                std::initializer_list<std::string_view> keys) {
   if (!object.is_object()) bad(where.empty() ? "(top level)" : where, "expected a JSON object, got " + shown(object));
@@ -83,7 +82,7 @@ void only_keys(const json& object, const std::string& where,
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
     std::string list;  // built only for the message
     for (std::string_view k : keys) list.append(list.empty() ? "" : ", ").append(k);
-    bad(where.empty() ? key_shown(key) : where + "." + key_shown(key), "unknown key (expected one of: " + list + ")");
+    bad(where.empty() ? detail::shown_name(key) : where + "." + detail::shown_name(key), "unknown key (expected one of: " + list + ")");
   }
 }
 
@@ -161,7 +160,7 @@ VisionConfig parse_vision(const json& v) {
   if (!v.is_object()) bad("vision", "expected a JSON object, got " + shown(v));
   for (const auto& [key, value] : v.items()) {
     if (key == "compat") bad("vision.compat", "give \"compat\" at the top level of the request");
-    set_vision_option(out, key, option_value(value), "request.vision." + key_shown(key));
+    set_vision_option(out, key, option_value(value), "request.vision." + detail::shown_name(key));
   }
   try {
     validate(out);
@@ -179,7 +178,7 @@ CircleConfig parse_circle_config(const json& c) {
   out.move_to_origin = false;  // the reference's config.get(..., False)
   if (!c.contains("radius")) bad("circle.radius", "missing (a number > 0, \"auto\" or \"auto-k\")");
   for (const auto& [key, value] : c.items())
-    set_circle_option(out, key, option_value(value), "request.circle." + key_shown(key));
+    set_circle_option(out, key, option_value(value), "request.circle." + detail::shown_name(key));
   try {
     validate(out);
   } catch (const Error& e) {
@@ -268,10 +267,14 @@ Request parse_request_text(const std::string& text) {
   try {
     j = json::parse(text, check);
   } catch (const json::exception& e) {  // syntax errors, number overflow
-    // nlohmann quotes the offending token whole (a 100 kB number literal, say): cut it.
+    // nlohmann quotes the offending token whole (a 100 kB number literal, say, or control
+    // bytes): the text between its first and last quote is shown by the quoting rule instead.
     std::string what = e.what();
-    if (what.size() > 200) what = what.substr(0, 197) + "...";
-    throw Error("request is not valid JSON: " + what);
+    const std::size_t open = what.find('\''), close = what.rfind('\'');
+    if (open != std::string::npos && close > open)
+      what = what.substr(0, open) + detail::quoted(std::string_view(what).substr(open + 1, close - open - 1)) +
+             what.substr(close + 1);
+    throw Error("request is not valid JSON: " + detail::one_line(what));
   }
   return parse_request(j);
 }

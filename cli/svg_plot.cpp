@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numbers>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "circlerope/detail/quote.h"
 #include "circlerope/error.h"
 
 namespace circlerope::cli {
@@ -786,13 +788,20 @@ std::string render_svg(std::span<const PlotPanel> panels) {
 
 void check_svg_path(const std::string& option, const std::string& path) {
   if (path.size() < 5 || path.compare(path.size() - 4, 4, ".svg") != 0)
-    throw Error(option + " '" + path + "': pictures are written as SVG; give a file name ending in .svg");
+    throw Error(option + " " + detail::quoted(path) + ": pictures are written as SVG; give a file name ending in .svg");
+  // Opened for appending, which changes nothing in a file that exists; one made for the probe
+  // is removed again. Asking access() instead would let root through where the write fails.
+  std::error_code ignored;
+  const bool existed = std::filesystem::exists(path, ignored);
+  if (!std::ofstream(path, std::ios::binary | std::ios::app))
+    throw Error(option + ": cannot write " + detail::quoted(path));
+  if (!existed) std::filesystem::remove(path, ignored);
 }
 
 void write_svg(const std::string& option, const std::string& path, const std::string& svg) {
   check_svg_path(option, path);
   std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << svg) || !out.flush()) throw Error(option + ": cannot write '" + path + "'");
+  if (!out || !(out << svg) || !out.flush()) throw Error(option + ": cannot write " + detail::quoted(path));
 }
 
 }  // namespace circlerope::cli

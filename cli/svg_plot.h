@@ -42,8 +42,9 @@ struct PlotPanel {
 // out of range, or the positions lack token_block (or it does not match the blocks).
 std::string render_svg(std::span<const PlotPanel> panels);
 
-// Pictures are SVG files: throws Error naming `option` unless `path` ends in .svg. Check
-// before long work so that a typo fails at once.
+// Pictures are SVG files: throws Error naming `option` unless `path` ends in .svg and can be
+// written (an existing file is left as it is). Check before long work, so that a typo or a
+// missing directory fails at once instead of after a benchmark's progress lines.
 void check_svg_path(const std::string& option, const std::string& path);
 // check_svg_path, then writes `svg` to `path` (Error if it cannot).
 void write_svg(const std::string& option, const std::string& path, const std::string& svg);

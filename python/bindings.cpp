@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "circlerope/age.h"
+#include "circlerope/detail/quote.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
@@ -26,11 +27,39 @@ namespace {
 using Int64Array = py::array_t<std::int64_t, py::array::c_style>;
 using DoubleArray = py::array_t<double, py::array::c_style>;
 
+// A Python str (or bytes) as UTF-8 bytes. Lone surrogates ("\ud800") are kept as the bytes
+// of surrogatepass, not an encoding error: the core then refuses or quotes them like any
+// other bytes it does not know.
+std::string utf8(py::handle text) {
+  if (PyBytes_Check(text.ptr())) return text.cast<std::string>();
+  const py::object bytes = py::reinterpret_steal<py::object>(PyUnicode_AsEncodedString(text.ptr(), "utf-8", "surrogatepass"));
+  if (!bytes) throw py::error_already_set();
+  return bytes.cast<std::string>();
+}
+
+// repr(v) for a message; a __repr__ that fails or returns a non-str shows the type's name.
+std::string repr_of(py::handle v) {
+  PyObject* r = PyObject_Repr(v.ptr());
+  if (!r || !PyUnicode_Check(r)) {
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return std::string("<") + Py_TYPE(v.ptr())->tp_name + ">";
+  }
+  return utf8(py::reinterpret_steal<py::object>(r));
+}
+
+// The one quoting rule (circlerope/detail/quote.h) for Python's messages: str or bytes in.
+std::string text_arg(py::handle text, const char* function) {
+  if (!py::isinstance<py::str>(text) && !PyBytes_Check(text.ptr()))
+    throw cr::Error(std::string(function) + ": expected str or bytes (got " + cr::detail::escaped(repr_of(text)) + ")");
+  return utf8(text);
+}
+
 // A Python value as the core's OptionValue: telling the types apart is all the binding does;
 // the core reads and judges every value (circlerope/options.h). Numpy scalars and one-element
 // tensors arrive as Python scalars (__init__.py calls .item()).
 cr::OptionValue option_value(py::handle v) {
-  const std::string shown = py::repr(v).cast<std::string>();
+  const std::string shown = repr_of(v);
   cr::OptionValue out = cr::OptionValue::null();
   if (v.is_none()) {
   } else if (py::isinstance<py::bool_>(v)) {
@@ -42,7 +71,7 @@ cr::OptionValue option_value(py::handle v) {
   } else if (PyFloat_Check(v.ptr())) {
     out = cr::OptionValue::number(PyFloat_AsDouble(v.ptr()));
   } else if (py::isinstance<py::str>(v)) {
-    out = cr::OptionValue::string(v.cast<std::string>());
+    out = cr::OptionValue::string(utf8(v));
   } else if (py::isinstance<py::tuple>(v) || py::isinstance<py::list>(v)) {
     std::vector<std::int64_t> values;
     bool integers = true;
@@ -225,7 +254,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
 // anything else; every invalid argument is a ValueError).
 std::string text_of(py::handle v, const char* name) {
   if (!py::isinstance<py::str>(v)) throw cr::Error(std::string(name) + " must be a string (got " + option_value(v).shown() + ")");
-  return v.cast<std::string>();
+  return utf8(v);
 }
 
 py::tuple layout_positions(py::handle layout, py::handle scheme, const py::tuple& circle, const py::tuple& vision) {
@@ -264,13 +293,21 @@ PYBIND11_MODULE(_core, m) {
   m.def("rotary_config", [](py::object sections, py::object theta, py::object layout, py::object rotary_dim) {
     return rotary_args(rotary_config(sections, theta, layout, rotary_dim));
   });
-  m.def("validate_scheme", [](const std::string& s) { cr::parse_scheme(s); });
+  // The core's limit of one call (circlerope::kMaxTokens), which Python checks against a
+  // tensor's shape before anything reads or copies the tensor.
+  m.attr("MAX_TOKENS") = cr::kMaxTokens;
+  // The one quoting rule of every front end's messages (circlerope/detail/quote.h).
+  m.def("quoted", [](py::handle text) { return cr::detail::quoted(text_arg(text, "quoted")); });
+  m.def("escaped", [](py::handle text) { return cr::detail::escaped(text_arg(text, "escaped")); });
+  m.def("one_line", [](py::handle text, std::size_t limit) {
+    return cr::detail::one_line(text_arg(text, "one_line"), std::max<std::size_t>(limit, 3));
+  }, py::arg("text"), py::arg("limit") = cr::detail::kLongestMessage);
   m.def(
       "age_plan",
       [](py::object spec, py::object layers) {
         if (!py::isinstance<py::str>(spec))
           throw cr::Error("AgePlan spec must be a string (got " + option_value(spec).shown() + ")");
-        const cr::AgePlan plan(spec.cast<std::string>(), cr::integer_option(option_value(layers), "AgePlan layers"));
+        const cr::AgePlan plan(utf8(spec), cr::integer_option(option_value(layers), "AgePlan layers"));
         std::vector<std::string> schemes;
         std::vector<int> geometry;
         for (cr::Scheme s : plan.schemes()) schemes.emplace_back(cr::to_string(s));

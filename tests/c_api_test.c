@@ -567,6 +567,86 @@ static void test_version_plans_and_statuses(void) {
   CHECK(crp_age_plan_size(NULL, &layers, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
 }
 
+/* What the one quoting rule promises of a message that echoes `input`: printable ASCII only
+ * (no ESC, BEL or line break reaches a terminal) and at most 40 bytes of the input in a row. */
+static int clean_message(const char* message, const char* input) {
+  const size_t n = strlen(message), m = strlen(input);
+  for (size_t i = 0; i < n; ++i)
+    if ((unsigned char)message[i] < 0x20 || (unsigned char)message[i] >= 0x7f) return 0;
+  for (size_t i = 0; i + 41 <= m; ++i) {
+    char window[42];
+    memcpy(window, input + i, 41);
+    window[41] = '\0';
+    if (strstr(message, window)) return 0;
+  }
+  return 1;
+}
+
+/* The setters echoed an unknown key whole and its bytes raw; names and values of every call
+ * that reads text are shown by the one rule (bounded, escaped, one line). */
+static void regression_echoed_text_is_bounded_and_escaped(void) {
+  enum { kLong = 100000 };
+  char* long_text = malloc(kLong + 1);
+  memset(long_text, 'k', kLong);
+  long_text[kLong] = '\0';
+  static const char control[] = "a\x1b[31m\x07\x1b]0;title\x07z";
+  const char* texts[] = {long_text, control};
+  char err[4096];
+  for (int i = 0; i < 2; ++i) {
+    const char* t = texts[i];
+    crp_circle_config c;
+    crp_vision_config v;
+    crp_circle_config_default(&c);
+    crp_vision_config_default(&v);
+    int scheme = 0;
+    crp_age_plan* plan = NULL;
+    CHECK(crp_circle_config_set(&c, t, "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(clean_message(err, t) && contains(err, "' is not a Circle-RoPE option"), err);
+    CHECK(crp_vision_config_set(&v, t, "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(clean_message(err, t) && contains(err, "' is not a vision option"), err);
+    CHECK(crp_circle_config_set(&c, "radius", t, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(clean_message(err, t), err);
+    CHECK(crp_vision_config_set(&v, "compat", t, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(clean_message(err, t) && strlen(err) < 1000, err);
+    CHECK(crp_vision_config_set(&v, "time", t, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(clean_message(err, t), err);
+    CHECK(crp_scheme_parse(t, &scheme, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(clean_message(err, t), err);
+    CHECK(crp_age_plan_create(t, 4, &plan, err, sizeof err) == CRP_INVALID_ARGUMENT && plan == NULL);
+    CHECK_MSG(clean_message(err, t), err);
+  }
+  crp_circle_config c;
+  crp_circle_config_default(&c);
+  CHECK(crp_circle_config_set(&c, control, "1", err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "'a\\x1b[31m\\x07\\x1b]0;title\\x07z' is not a Circle-RoPE option"), err);
+  free(long_text);
+}
+
+/* Random bytes as keys and values of every setter: one clean line each. */
+static void test_random_text_through_the_setters(void) {
+  static const char* circle_keys[] = {"radius", "alpha", "move_to_origin", "dff_rate", "move_to_positive", "method"};
+  static const char* vision_keys[] = {"spatial_merge_size", "tokens_per_second", "vision_start_token_id",
+                                      "image_token_id", "video_token_id", "time", "compat"};
+  uint64_t state = 19;
+  char text[301], err[4096];
+  for (int i = 0; i < 3000; ++i) {
+    const size_t length = 1 + (size_t)((state = state * 6364136223846793005u + 1442695040888963407u) >> 33) % 300;
+    for (size_t k = 0; k < length; ++k) {
+      state = state * 6364136223846793005u + 1442695040888963407u;
+      text[k] = (char)(1 + (state >> 33) % 255);
+    }
+    text[length] = '\0';
+    crp_circle_config c;
+    crp_vision_config v;
+    crp_circle_config_default(&c);
+    crp_vision_config_default(&v);
+    crp_status status = crp_circle_config_set(&c, i % 2 ? text : circle_keys[i % 6], i % 2 ? "1" : text, err, sizeof err);
+    if (status != CRP_OK) CHECK_MSG(clean_message(err, text), err);
+    status = crp_vision_config_set(&v, i % 2 ? text : vision_keys[i % 7], i % 2 ? "1" : text, err, sizeof err);
+    if (status != CRP_OK) CHECK_MSG(clean_message(err, text), err);
+  }
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -583,6 +663,8 @@ int main(void) {
   regression_non_finite_deltas();
   regression_nothing_written_on_failure();
   test_version_plans_and_statuses();
+  regression_echoed_text_is_bounded_and_escaped();
+  test_random_text_through_the_setters();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

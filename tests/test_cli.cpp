@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 
 #include "circlerope/kernels.h"
 #include "golden_support.h"
+#include "message_check.h"
 #include "test_support.h"
 
 namespace {
@@ -477,14 +480,15 @@ TEST_F(Cli, LayoutsLargerThanTheTokenLimitAreRefusedBeforeAllocating) {
 TEST_F(Cli, ThreadCountsAboveTheLimitAreRefused) {
   for (const char* threads : {"40000", "1025", "2147483647"})
     expect_rejected(run(std::string("bench rotary --seq-lens 8 --min-seconds 0.001 --copy-mib 1 --threads ") + threads),
-                    std::string("--threads must be in [0, 1024] (got ") + threads);
+                    std::string("--threads must be an integer in [0, 1024] (got '") + threads + "')");
 }
 
 // Issue 9 item 12: on an error stdout stays empty, and a failed write to stdout is an error.
 TEST_F(Cli, StdoutStaysEmptyOnErrorsFoundAfterTheFirstResults) {
   // The table used to be printed before --decode was found out of range, and the demo's
   // tables before its picture failed to write.
-  expect_rejected(run("positions --layout text:3 --decode 3000000000"), "first_cache_position + count <= 2^31");
+  expect_rejected(run("positions --request - --decode 16777216 --format table", R"({"input_ids": [[1, 2], [3, 4]]})"),
+                  "batch 2 x count 16777216 is more than 16777216 tokens");
   expect_rejected(run("demo --out /proc/x.svg"), "--out: cannot write '/proc/x.svg'");
   expect_rejected(run("ptd --layout text:5,image:3x3 --format json --schemes circle,spiral"), "spiral");
 }
@@ -574,24 +578,277 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"plot --layout text:5,image:3x3 --out x.png", "ending in .svg"},
       {"plot --layout text:5,image:3x3", "--out"},
       {"plan --plan CMX --layers 4", "letter 2 'X'"},
-      {"plan --layers 0", "1..100000 layers"},
+      {"plan --layers 0", "--layers must be an integer in [1, 100000] (got '0')"},
       {"positions --layout text:5 --alpha nan", "--alpha must be a decimal number (got 'nan')"},
       {"positions --layout text:5 --row 1", "--row 1 is out of range (batch 1)"},
-      {"positions --layout text:5 --decode -1", "--decode -1 must be >= 0"},
+      {"positions --layout text:5 --decode -1", "--decode must be an integer in [0, 16777216] (got '-1')"},
       {"plot --layout text:5,image:3x3 --out x.svg --rotary-dim 3", "--rotary-dim must be an even integer"},
       {"bench rotary --dtypes fp64", "unknown dtype 'fp64'"},
       {"bench rotary --path avx9", "unknown code path 'avx9'"},
-      {"bench rotary --seq-lens 0", "--seq-lens: 0 is not in [1, 1048576]"},
-      {"bench rotary --threads -1", "--threads must be in [0, 1024] (got -1; 0 = all cores)"},
+      {"bench rotary --seq-lens 0", "--seq-lens must be an integer in [1, 1048576] (got '0')"},
+      {"bench rotary --threads -1", "--threads must be an integer in [0, 1024] (got '-1')"},
       {"bench rotary --format xml", "--format 'xml'"},
-      {"check --rounds 0", "--rounds must be in [1, 1000] (got 0)"},
-      {"bench rotary --copy-mib 0", "--copy-mib 0 is not in [1, 4096]"},
+      {"check --rounds 0", "--rounds must be an integer in [1, 1000] (got '0')"},
+      {"bench rotary --copy-mib 0", "--copy-mib must be an integer in [1, 4096] (got '0')"},
       {"frobnicate", "unknown command 'frobnicate'"},
       {"", "subcommand"},
   };
   for (const BadInvocation& c : cases) {
     SCOPED_TRACE(std::string("circlerope ") + c.args);
     expect_rejected(run(c.args, c.stdin_text), c.fragment);
+  }
+}
+
+// ------------------------------------------------------------ issue 19 ---
+
+// A shell word holding `text` (any bytes but NUL).
+std::string shell_word(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Whether `text` is an unsigned decimal in [low, high], read without the library: a regular
+// expression, then the digits compared as text.
+bool unsigned_in(const std::string& text, std::uint64_t low, std::uint64_t high) {
+  if (!std::regex_match(text, std::regex("[0-9]+"))) return false;
+  const std::string digits = text.substr(std::min(text.find_first_not_of('0'), text.size() - 1));
+  const auto at_most = [&](std::uint64_t bound) {
+    const std::string b = std::to_string(bound);
+    return digits.size() < b.size() || (digits.size() == b.size() && digits <= b);
+  };
+  return at_most(high) && !(low > 0 && at_most(low - 1));
+}
+
+struct IntegerFlag {
+  const char* args;  // the flag's value goes where {} is
+  const char* flag;
+  std::uint64_t low, high;
+  const char* accepted;  // a fragment of the error that follows when the value is accepted ("" for success)
+};
+
+// A command per integer flag of the CLI, set up so that an accepted value leads to a known
+// later error (or a fast success) instead of a long run.
+const std::vector<IntegerFlag>& integer_flags() {
+  static const std::vector<IntegerFlag> flags = {
+      {"plan --plan CMX --layers={}", "--layers", 1, 100000, "AGE plan 'CMX'"},
+      {"positions --layout text:1 --row 5 --decode={}", "--decode", 0, 16777216, "--row 5 is out of range"},
+      {"positions --layout text:1 --row={}", "--row", 0, 16777216, "is out of range (batch 1)"},
+      {"plot --layout text:1 --out p.svg --rotary-dim 3 --row={}", "--row", 0, 16777216, "--rotary-dim"},
+      {"check --rounds 0 --seed={}", "--seed", 0, UINT64_MAX, "--rounds must be"},
+      {"bench rotary --seq-lens 0 --threads={}", "--threads", 0, 1024, "--seq-lens must be"},
+      {"bench rotary --dtypes fp64 --seq-lens={}", "--seq-lens", 1, 1 << 20, "unknown dtype 'fp64'"},
+      {"bench rotary --plot p.png --copy-mib={}", "--copy-mib", 1, 4096, "ending in .svg"},
+  };
+  return flags;
+}
+
+std::string with_value(const std::string& args, const std::string& value) {
+  std::string out = args;
+  return out.replace(out.find("{}"), 2, shell_word(value));
+}
+
+std::string unsigned_error(const IntegerFlag& f, const std::string& value) {
+  return std::string(f.flag) + " must be an integer in [" + std::to_string(f.low) + ", " + std::to_string(f.high) +
+         "] (got " + circlerope::detail::quoted(value) + ")";
+}
+
+// CLI11 read the integer flags with base 0 and its own whitespace rules: `plan --layers 010`
+// gave 8 layers, "0x24" and " 36" were 36, `--decode 010` decoded 8 tokens, and
+// `check --seed -1` ran with seed 2^64-1. Every integer flag now reads the one grammar.
+TEST_F(Cli, IntegerFlagsAreDecimalUnsignedAndInRange) {
+  Outcome r = run("plan --layers 010");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("plan alternate, 10 layers"));
+  r = run("positions --layout text:2 --decode 010");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("next 10 decoded tokens"));
+  for (const IntegerFlag& f : integer_flags())
+    for (const std::string value : {"0x24", " 36", "36 ", "+36", "-1", "-0", "1e3", "3.0", "1_0", "\xd9\xa3"}) {
+      SCOPED_TRACE(with_value(f.args, value));
+      expect_rejected(run(with_value(f.args, value)), unsigned_error(f, value));
+    }
+  for (const char* value : {"0x1p-3", " 1", "inf", "1,5"})
+    for (const char* command : {"bench positions", "bench rotary"})
+      expect_rejected(run(std::string(command) + " --min-seconds " + shell_word(value)),
+                      std::string("--min-seconds must be a decimal number (got '") + value + "')");
+  expect_rejected(run("bench rotary --min-seconds 600"), "--min-seconds must be in (0, 600) (got '600')");
+}
+
+// Random text through every integer flag: accepted exactly when a regular expression and a
+// digit-string comparison accept it, and otherwise refused naming the flag and the value.
+TEST_F(Cli, RandomTextThroughEveryIntegerFlagFollowsTheGrammar) {
+  std::mt19937_64 random(19);
+  const std::string alphabet = "0123456789012345678901234567890123456789+- x.e_";
+  int accepted = 0, refused = 0;
+  for (const IntegerFlag& f : integer_flags())
+    for (int i = 0; i < 24; ++i) {
+      std::string value;
+      const auto length = 1 + random() % (i % 6 == 5 ? 22 : 5);
+      for (std::uint64_t k = 0; k < length; ++k) value += alphabet[random() % alphabet.size()];
+      if (i % 6 == 5) value.erase(std::remove_if(value.begin(), value.end(), [](char c) { return !std::isdigit(c); }), value.end());
+      if (value.empty()) value.push_back('0');
+      SCOPED_TRACE(with_value(f.args, value));
+      const Outcome r = run(with_value(f.args, value));
+      if (unsigned_in(value, f.low, f.high)) {
+        ++accepted;
+        if (r.code == 0) continue;
+        expect_rejected(r, f.accepted);
+        EXPECT_THAT(r.err, Not(HasSubstr(f.flag + std::string(" must be"))));
+      } else {
+        ++refused;
+        expect_rejected(r, unsigned_error(f, value));
+      }
+    }
+  EXPECT_GT(accepted, 20);
+  EXPECT_GT(refused, 20);
+}
+
+// `--scheme ""` and `--format ""` took the default, `--plot ""` skipped the picture, and a
+// trailing comma in --schemes was dropped.
+TEST_F(Cli, EmptyValuesAndEmptyListItemsAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"positions --layout text:2 --scheme ''", "--scheme is empty"},
+      {"positions --layout text:2 --format ''", "--format is empty"},
+      {"positions --layout text:2 --format=", "--format"},
+      {"positions --layout text:2 --compat ''", "--compat is empty"},
+      {"positions --request ''", "--request is empty"},
+      {"positions --layout ''", "--layout is empty"},
+      {"positions --layout text:2 --radius ''", "--radius is empty"},
+      {"ptd --layout text:2,image:2x2 --format ''", "--format is empty"},
+      {"ptd --layout text:2,image:2x2 --schemes ''", "--schemes is empty"},
+      {"ptd --layout text:2,image:2x2 --schemes circle,", "--schemes 'circle,': scheme 2 is empty"},
+      {"ptd --layout text:2,image:2x2 --schemes ,circle", "--schemes ',circle': scheme 1 is empty"},
+      {"ptd --layout text:2,image:2x2 --schemes circle,,mrope", "--schemes 'circle,,mrope': scheme 2 is empty"},
+      {"ptd --layout text:2,image:2x2 --schemes ,", "scheme 1 is empty"},
+      {"plot --layout text:2 --out p.svg --schemes circle,", "--schemes 'circle,': scheme 2 is empty"},
+      {"plot --layout text:2 --out p.svg --scheme ''", "--scheme is empty"},
+      {"plot --layout text:2 --out ''", "--out is empty"},
+      {"plan --plan ''", "--plan is empty"},
+      {"plan --format ''", "--format is empty"},
+      {"plan --layers ''", "--layers is empty"},
+      {"bench positions --format ''", "--format is empty"},
+      {"bench rotary --plot ''", "--plot is empty"},
+      {"bench rotary --dtypes ''", "--dtypes is empty"},
+      {"bench rotary --path ''", "--path is empty"},
+      {"demo --out ''", "--out is empty"},
+      {"check --seed ''", "--seed is empty"},
+  };
+  for (const auto& [args, fragment] : cases) {
+    SCOPED_TRACE(args);
+    expect_rejected(run(args), fragment);
+  }
+}
+
+// The command quoted whole what CLI11 or nlohmann quoted (up to the 1000-character cut) where
+// the README promises 40 characters, let ESC and BEL of a JSON key reach the terminal, and
+// printed a benchmark's progress lines before `--plot` found it could not write its file.
+TEST_F(Cli, EchoedTextIsBoundedEscapedAndOnOneLine) {
+  const std::string nines(1000, '9'), xs(1000, 'x');
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"plan --layers " + nines, nines},
+      {"plan --plan " + xs, xs},
+      {"positions --layout text:2 --scheme " + xs, xs},
+      {"positions --layout text:2 --format " + xs, xs},
+      {"positions --layout text:2," + xs, xs},
+      {"positions --request " + xs + ".json", xs},
+      {"positions " + xs, xs},
+      {xs, xs},
+      {"plot --layout text:2 --out " + xs + ".svg", xs},
+      {"plot --layout text:2 --out " + xs, xs},
+      {"check --seed " + nines, nines},
+      {"ptd --layout text:2,image:2x2 --schemes circle," + xs, xs},
+  };
+  for (const auto& [args, value] : flags) {
+    SCOPED_TRACE(args.substr(0, 60));
+    const Outcome r = run(args);
+    expect_rejected(r, "");
+    EXPECT_TRUE(clean_message(r.err, value));
+  }
+  const std::vector<std::string> control_flags = {
+      "positions --layout text:2 --scheme ", "positions --layout ", "plan --plan ", "positions --request ",
+      "plot --layout text:2 --out ", "positions --layout text:2 --compat ", "bench rotary --path "};
+  const std::string control = "a\x1b[31m\x07\x1b]0;title\x07" "b";
+  for (const std::string& args : control_flags) {
+    SCOPED_TRACE(args);
+    const Outcome r = run(args + shell_word(control));
+    expect_rejected(r, "\\x1b[31m\\x07\\x1b]0;title\\x07");
+    EXPECT_TRUE(clean_message(r.err, ""));
+  }
+  // JSON: keys at every level, string values, a syntax error, a long literal
+  const std::string esc = "\u001b[31m\u0007";
+  const std::vector<std::string> requests = {
+      R"({"input_ids": [[1]], ")" + esc + R"(": 1})",
+      R"({"input_ids": [[1]], "circle": {"radius": 10, ")" + esc + R"(": 1}})",
+      R"({"input_ids": [[1]], "vision": {")" + esc + R"(": 1}})",
+      R"({"input_ids": [[1]], "scheme": ")" + esc + R"("})",
+      R"({"input_ids": [[1]], "compat": ")" + esc + R"("})",
+      R"({"input_ids": [[1]], ")" + xs + R"(": 1})",
+      R"({"input_ids": [[1]], "circle": {")" + xs + R"(": 1}})",
+      R"({"input_ids": [[1]], "scheme": ")" + xs + R"("})",
+      R"({"input_ids": [[")" + xs + R"("]]})",
+      R"({"input_ids": [[1]], "a": tru)" + xs + "}",
+      R"({"input_ids": [[1]], "a": 1e9)" + nines + "}",
+      "{\"input_ids\": [[1]], \"a\": \"\x1b\x07\"}",
+  };
+  for (const std::string& request : requests) {
+    SCOPED_TRACE(request.substr(0, 60));
+    const Outcome r = run("positions --request -", request);
+    expect_rejected(r, "");
+    EXPECT_TRUE(clean_message(r.err, xs));
+    EXPECT_TRUE(clean_message(r.err, nines));
+  }
+  // The picture's file is tried before the benchmark starts: one line, no progress.
+  const Outcome plot = run("bench rotary --seq-lens 8 --min-seconds 0.001 --copy-mib 1 --plot /nonexistent/x.svg");
+  expect_rejected(plot, "--plot: cannot write '/nonexistent/x.svg'");
+  EXPECT_THAT(plot.err, Not(HasSubstr("bench rotary:")));
+  // and trying it leaves no file behind, nor changes one that exists
+  expect_rejected(run("bench rotary --format xml --plot made.svg"), "--format 'xml'");
+  expect_rejected(run("bench rotary --dtypes fp64 --plot made.svg"), "unknown dtype");
+  EXPECT_FALSE(fs::exists(dir_ / "made.svg"));
+  file("kept.svg", "<svg/>");
+  expect_rejected(run("bench rotary --dtypes fp64 --plot kept.svg"), "unknown dtype");
+  EXPECT_EQ(slurp(dir_ / "kept.svg"), "<svg/>");
+}
+
+// Random bytes through every flag that takes text, and as JSON keys and strings: refused (or
+// accepted) on one line of printable ASCII holding at most 40 bytes of the value in a row.
+TEST_F(Cli, RandomBytesThroughEveryTextFlagGiveOneCleanLine) {
+  const std::vector<std::string> commands = {
+      "positions --layout {}", "positions --layout text:2 --scheme {}", "positions --layout text:2 --format {}",
+      "positions --layout text:2 --compat {}", "positions --layout text:2 --radius {}",
+      "positions --layout text:2 --alpha {}", "positions --layout text:2 --dff-rate {}",
+      "positions --layout text:2 --move-to-positive {}", "positions --request {}", "plan --plan {} --layers 4",
+      "plan --layers {}", "ptd --layout text:2,image:2x2 --schemes {}", "ptd --layout text:2 --sections {}",
+      "ptd --layout text:2 --freq-layout {}", "ptd --layout text:2 --theta {}", "ptd --layout text:2 --rotary-dim {}",
+      "plot --layout text:2 --out {}", "bench rotary --dtypes {}", "bench rotary --path {}", "check --seed {}",
+      "{}"};
+  std::mt19937_64 random(1919);
+  for (const std::string& command : commands)
+    for (int i = 0; i < 6; ++i) {
+      std::string value;
+      const auto length = 1 + random() % (i < 3 ? 12 : 300);
+      for (std::uint64_t k = 0; k < length; ++k) value += static_cast<char>(1 + random() % 255);
+      if (i == 0) value = "-" + value;  // what CLI11 may take for an option
+      SCOPED_TRACE(command + " #" + std::to_string(i));
+      const Outcome r = run(with_value(command, value));
+      EXPECT_NE(r.code, -1);
+      if (r.code == 0) continue;
+      expect_rejected(r, "");
+      EXPECT_TRUE(clean_message(r.err, value));
+    }
+  for (int i = 0; i < 24; ++i) {
+    std::string text;
+    const auto length = 1 + random() % 300;
+    for (std::uint64_t k = 0; k < length; ++k) text += static_cast<char>(random() % 128);  // valid UTF-8 for JSON
+    json request = {{"input_ids", {{1, 2}}}};
+    if (i % 3 == 0) request[text] = 1;
+    if (i % 3 == 1) request["circle"] = {{"radius", 10}, {text, 1}};
+    if (i % 3 == 2) request["scheme"] = text;
+    SCOPED_TRACE(i);
+    const Outcome r = run("positions --request -", request.dump());
+    expect_rejected(r, "");
+    EXPECT_TRUE(clean_message(r.err, text));
   }
 }
 

@@ -3,14 +3,25 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "fuzz/grammar_oracle.h"
+#include "message_check.h"
 #include "test_support.h"
+#include "circlerope/age.h"
+#include "circlerope/detail/quote.h"
+#include "circlerope/kernels.h"
 #include "circlerope/options.h"
 
 namespace {
@@ -228,6 +239,224 @@ TEST(Options, MessagesShowBoundedValues) {
   EXPECT_LT(m.size(), 120u);
   EXPECT_LT(OptionValue::other(long_text).shown().size(), 80u);
   EXPECT_LT(OptionValue::big_integer(std::string(500, '9')).shown().size(), 50u);
+}
+
+// ------------------------------------------------------------ issue 19 ---
+
+// Undoes quoted(): the bytes its escapes stand for; false if it holds anything else than
+// printable ASCII other than ' and \, and \xNN escapes.
+bool unquote(std::string_view body, std::string& out) {
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    const auto c = static_cast<unsigned char>(body[i]);
+    if (c == '\\') {
+      if (i + 3 >= body.size()) return false;
+      if (body[i + 1] != 'x' || !std::isxdigit(static_cast<unsigned char>(body[i + 2])) ||
+          !std::isxdigit(static_cast<unsigned char>(body[i + 3])))
+        return false;
+      out += static_cast<char>(std::stoi(std::string(body.substr(i + 2, 2)), nullptr, 16));
+      i += 3;
+    } else if (c < 0x20 || c >= 0x7f || c == '\'') {
+      return false;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return true;
+}
+
+// The one quoting rule every front end uses (detail/quote.h), on random bytes.
+TEST(Quote, RandomBytesAreBoundedEscapedAndOnOneLine) {
+  std::mt19937_64 random(19);
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    const auto length = random() % (i % 4 ? 60 : 400);
+    for (std::uint64_t k = 0; k < length; ++k) text += static_cast<char>(random() % (i % 2 ? 256 : 128));
+    SCOPED_TRACE(detail::one_line(text));
+    const bool cut = text.size() > detail::kQuoted;
+    // quoted: the first 40 bytes exactly, escaped, then "..." when there were more
+    const std::string q = detail::quoted(text);
+    ASSERT_GE(q.size(), 2u);
+    ASSERT_EQ(q.front(), '\'');
+    ASSERT_EQ(q.back(), '\'');
+    EXPECT_LE(q.size(), 2 + 4 * detail::kQuoted + 3);
+    std::string body = q.substr(1, q.size() - 2), decoded;
+    ASSERT_EQ(body.ends_with("..."), cut);
+    if (cut) body.resize(body.size() - 3);
+    ASSERT_TRUE(unquote(body, decoded)) << q;
+    EXPECT_EQ(decoded, text.substr(0, detail::kQuoted));
+    EXPECT_EQ(q, oracle::quoted(text));  // the rule as its comment states it, written again
+    // escaped: the same bound and bytes, without quotes
+    const std::string e = detail::escaped(text);
+    EXPECT_TRUE(clean_message(e, text));
+    EXPECT_LE(e.size(), 4 * detail::kQuoted + 3);
+    // one_line: printable ASCII within its limit; printable text that fits is left as it is
+    for (const std::size_t limit : {std::size_t{1000}, std::size_t{50}}) {
+      const std::string l = detail::one_line(text, limit);
+      EXPECT_TRUE(clean_message(l, ""));
+      EXPECT_LE(l.size(), limit);
+      const bool printable = std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+      if (printable && text.size() <= limit && !text.ends_with(" ")) {
+        EXPECT_EQ(l, text);
+      }
+    }
+    // shown_name: a plain name as it is, anything else quoted
+    const std::string n = detail::shown_name(text);
+    EXPECT_TRUE(n == text || n == q);
+    EXPECT_TRUE(clean_message(n, text));
+  }
+  EXPECT_EQ(detail::quoted("it's a\\b\n\x1b[1m\x07"), "'it\\x27s a\\x5cb\\x0a\\x1b[1m\\x07'");
+  EXPECT_EQ(detail::escaped("[1, 'a']\n"), "[1, 'a']\\x0a");
+  EXPECT_EQ(detail::one_line("two\nlines\r\n\ttab \x1b[31m "), "two lines   tab \\x1b[31m");
+  EXPECT_EQ(detail::one_line(std::string(10, 'x') + "\x01", 12), "xxxxxxxxx...");  // no escape cut in half
+  EXPECT_EQ(detail::shown_name("request.circle.radius"), "request.circle.radius");
+  EXPECT_EQ(detail::shown_name("a b"), "'a b'");
+  EXPECT_EQ(detail::shown_name(""), "''");
+  EXPECT_EQ(detail::shown_name(std::string(41, 'k')), "'" + std::string(40, 'k') + "...'");
+}
+
+// An unsigned (counts, indices, seeds: what the command's integer flags read) is decimal
+// digits in the caller's range; CLI11 read them with base 0 ("010" was 8, "0x24" 36).
+TEST(Options, UnsignedIsDigitsOnlyInTheCallersRange) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_EQ(parse_unsigned("010", "--layers", 1, 100000), 10u);
+  EXPECT_EQ(parse_unsigned("0", "n", 0, 0), 0u);
+  EXPECT_EQ(parse_unsigned("00000000000000000000000000036", "n", 0, 100), 36u);
+  EXPECT_EQ(parse_unsigned("18446744073709551615", "--seed", 0, kMax), kMax);
+  for (const char* text : {"", "+1", "-1", "-0", " 1", "1 ", "0x24", "1e3", "1.0", "1_0", "\xd9\xa3", "1\n",
+                           "18446744073709551616", "99999999999999999999999", "100001", "0"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(error_of([&] { parse_unsigned(text, "--layers", 1, 100000); }),
+              "--layers must be an integer in [1, 100000] (got " + detail::quoted(text) + ")");
+  }
+  EXPECT_EQ(error_of([] { parse_unsigned("-1", "--seed", 0, kMax); }),
+            "--seed must be an integer in [0, 18446744073709551615] (got '-1')");
+}
+
+// Random text through the grammar's integers and numbers, against a second reading written
+// from the grammar's text (the fuzz target fuzz_grammar runs the same property unbounded).
+TEST(Options, RandomTextAgreesWithTheGrammarsRegularExpressions) {
+  std::mt19937_64 random(1919);
+  const std::string alphabet = "00112233445566778899+-. eEx_";
+  const std::uint64_t bounds[] = {0, 1, 10, 1024, 100000, std::uint64_t{1} << 24,
+                                  std::numeric_limits<std::uint64_t>::max()};
+  int accepted = 0;
+  for (int i = 0; i < 30000; ++i) {
+    std::string text;
+    const auto length = random() % (i % 10 ? 6 : 24);
+    for (std::uint64_t k = 0; k < length; ++k) text += alphabet[random() % alphabet.size()];
+    SCOPED_TRACE(text);
+    const auto integer = oracle::integer(text);
+    try {
+      const std::int64_t got = parse_integer(text, "n");
+      EXPECT_EQ(got, integer.value());
+      ++accepted;
+    } catch (const Error& e) {
+      EXPECT_FALSE(integer.has_value());
+      EXPECT_THAT(e.what(), HasSubstr(oracle::quoted(text)));
+    } catch (const std::bad_optional_access&) {
+      ADD_FAILURE() << "parse_integer accepted text the grammar refuses";
+    }
+    std::uint64_t low = bounds[random() % 7], high = bounds[random() % 7];
+    if (low > high) std::swap(low, high);
+    const auto count = oracle::unsigned_in(text, low, high);
+    try {
+      const std::uint64_t got = parse_unsigned(text, "n", low, high);
+      EXPECT_EQ(got, count.value());
+    } catch (const Error& e) {
+      EXPECT_FALSE(count.has_value()) << low << " " << high;
+      EXPECT_THAT(e.what(), HasSubstr(oracle::quoted(text)));
+    } catch (const std::bad_optional_access&) {
+      ADD_FAILURE() << "parse_unsigned accepted text outside the grammar or [" << low << ", " << high << "]";
+    }
+    const auto number = oracle::number(text);
+    try {
+      const double got = parse_number(text, "n");
+      EXPECT_TRUE(number.has_value() && std::memcmp(&got, &*number, sizeof got) == 0) << got;
+    } catch (const Error& e) {
+      EXPECT_FALSE(number.has_value());
+      EXPECT_THAT(e.what(), HasSubstr(oracle::quoted(text)));
+    }
+  }
+  EXPECT_GT(accepted, 300);
+}
+
+// The C APIs name a value by its key: an unknown key was echoed whole (and its bytes raw).
+TEST(Options, UnknownKeysOfTheCApisAreShownByTheQuotingRule) {
+  const std::string long_key(100000, 'k'), control_key = "a\x1b[31m\x07z";
+  for (const std::string& key : {long_key, control_key}) {
+    CircleConfig c;
+    VisionConfig v;
+    RotaryConfig r;
+    for (const std::string& m :
+         {error_of([&] { set_circle_option(c, key, OptionValue::text("1"), key); }),
+          error_of([&] { set_vision_option(v, key, OptionValue::text("1"), key); }),
+          error_of([&] { set_rotary_option(r, key, OptionValue::text("1"), key); })}) {
+      EXPECT_TRUE(clean_message(m, key));
+      EXPECT_THAT(m, HasSubstr("' is not a"));
+    }
+  }
+  CircleConfig c;
+  EXPECT_THAT(error_of([&] { set_circle_option(c, "colour", OptionValue::text("red"), "colour"); }),
+              HasSubstr("colour is not a Circle-RoPE option"));
+  EXPECT_THAT(error_of([&] { set_circle_option(c, control_key, OptionValue::text("1"), control_key); }),
+              HasSubstr("'a\\x1b[31m\\x07z' is not a Circle-RoPE option"));
+}
+
+// Every function of the core that reads text names a refused value by the one rule: an
+// unknown compat mode gave a 100,132-character message.
+TEST(Options, EveryTextEntryPointNamesItsValueByTheQuotingRule) {
+  EXPECT_LT(error_of([] { parse_compat(std::string(100000, 'x')); }).size(), 1000u);
+  std::mt19937_64 random(191919);
+  std::vector<std::function<void(const std::string&)>> readers = {
+      [](const std::string& t) { parse_number(t, "n"); },
+      [](const std::string& t) { parse_integer(t, "n"); },
+      [](const std::string& t) { parse_unsigned(t, "n", 0, 9); },
+      [](const std::string& t) { parse_boolean(t, "n"); },
+      [](const std::string& t) { parse_time_mode(t); },
+      [](const std::string& t) { parse_scheme(t); },
+      [](const std::string& t) { parse_frequency_layout(t); },
+      [](const std::string& t) { parse_compat(t); },
+      [](const std::string& t) { parse_layout(t); },
+      [](const std::string& t) { parse_layout("text:2," + t); },
+      [](const std::string& t) { AgePlan(t, 4); },
+      [](const std::string& t) { parse_dtype(t); },
+      [](const std::string& t) { parse_pairing(t); },
+      [](const std::string& t) { parse_isa(t); },
+      [](const std::string& t) { scheme_option(OptionValue::text(t), "s"); },
+      [](const std::string& t) { scheme_option(OptionValue::other(t), "s"); },
+      [](const std::string& t) { scheme_option(OptionValue::integer(1).shown_as(t), "s"); },
+      [](const std::string& t) { set_rotary_option(*std::make_unique<RotaryConfig>(), "sections", OptionValue::text(t), "s"); },
+      [](const std::string& t) { set_vision_option(*std::make_unique<VisionConfig>(), "image_token_id", OptionValue::big_integer(t), "i"); },
+  };
+  for (const char* key : {"radius", "alpha", "move_to_origin", "dff_rate", "move_to_positive", "method"})
+    readers.push_back([key](const std::string& t) {
+      CircleConfig c;
+      set_circle_option(c, key, OptionValue::text(t), key);
+      set_circle_option(c, key, OptionValue::string(t), key);
+    });
+  for (const char* key : {"spatial_merge_size", "tokens_per_second", "vision_start_token_id", "time", "compat"})
+    readers.push_back([key](const std::string& t) {
+      VisionConfig v;
+      set_vision_option(v, key, OptionValue::text(t), key);
+      set_vision_option(v, key, OptionValue::string(t), key);
+    });
+  for (const char* key : {"theta", "rotary_dim", "layout", "sections"})
+    readers.push_back([key](const std::string& t) {
+      RotaryConfig r;
+      set_rotary_option(r, key, OptionValue::text(t), key);
+    });
+  for (std::size_t reader = 0; reader < readers.size(); ++reader)
+    for (int i = 0; i < 200; ++i) {
+      std::string text;
+      const auto length = 1 + random() % (i % 2 ? 20 : 300);
+      for (std::uint64_t k = 0; k < length; ++k) text += static_cast<char>(random() % 256);
+      SCOPED_TRACE("reader " + std::to_string(reader) + ": " + detail::one_line(text));
+      try {
+        readers[reader](text);
+      } catch (const Error& e) {
+        EXPECT_TRUE(clean_message(e.what(), text));
+      }
+    }
 }
 
 }  // namespace

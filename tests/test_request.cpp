@@ -39,9 +39,9 @@ TEST(Request, TextAfterANulByteIsAnError) {
 TEST(Request, DuplicateKeysAreErrorsAtEveryLevel) {
   // The last one silently won.
   EXPECT_THAT(error_of(R"({"input_ids": [[1]], "input_ids": [[2]]})"),
-              HasSubstr("the key \"input_ids\" twice in one object"));
+              HasSubstr("the key 'input_ids' twice in one object"));
   EXPECT_THAT(error_of(R"({"scheme": "circle", "circle": {"radius": 10, "radius": 3}, "input_ids": [[1]]})"),
-              HasSubstr("\"radius\" twice"));
+              HasSubstr("'radius' twice"));
   EXPECT_THAT(error_of(R"({"vision": {"time": "index", "time": "seconds"}, "input_ids": [[1]]})"),
               HasSubstr("twice"));
   // The same key in different objects is fine.

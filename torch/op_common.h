@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "circlerope/detail/quote.h"
 #include "circlerope/kernels.h"
 #include "circlerope/options.h"
 #include "circlerope/rotary.h"
@@ -25,9 +26,13 @@ inline std::string shape_of(const at::Tensor& t) {
   return s.str();
 }
 
-// Text from the caller inside a message: at most 40 characters, like the core's quoted values.
-inline std::string bounded(const std::string& text) {
-  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+// Sparse and mkldnn tensors have no strides for the kernels to read. The operators are
+// registered for their dispatch keys too (ops.cpp), so that this check, not the dispatcher's
+// NotImplementedError, answers a C++ or Python caller that passes one.
+inline void check_strided(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, name, " is a ", t.layout(),
+                    " tensor; circlerope's operators take dense (torch.strided) tensors (", name,
+                    ".to_dense() makes one)");
 }
 
 // The rotary options of rotary_table, read with the grammar every front end shares.
@@ -44,6 +49,7 @@ inline RotaryConfig rotary_config_of(std::int64_t rotary_dim, const std::vector<
 
 // rotary_table's positions: [3, batch, seq_len] of real numbers.
 inline void check_position_ids(const at::Tensor& position_ids) {
+  check_strided(position_ids, "position_ids");
   TORCH_CHECK_VALUE(position_ids.dim() == 3 && position_ids.size(0) == 3,
                     "position_ids must have shape [3, batch, seq_len] (temporal, height, width), got ",
                     shape_of(position_ids));
@@ -64,9 +70,11 @@ struct RotaryCall {
 inline RotaryCall check_rotary_apply(const at::Tensor& q, const at::Tensor& k, const at::Tensor& table,
                                      const std::string& pairing, const std::string& qk_layout) {
   RotaryCall call;
+  for (const auto& [name, x] : {std::pair<const char*, const at::Tensor&>{"q", q}, {"k", k}, {"table", table}})
+    check_strided(x, name);
   call.pairing = parse_pairing(pairing);
-  TORCH_CHECK_VALUE(qk_layout == "bhsd" || qk_layout == "bshd", "qk_layout '", bounded(qk_layout),
-                    "' (expected bhsd or bshd)");
+  TORCH_CHECK_VALUE(qk_layout == "bhsd" || qk_layout == "bshd", "qk_layout ", detail::quoted(qk_layout),
+                    " (expected bhsd or bshd)");
   call.heads_first = qk_layout == "bhsd";
   for (const auto& [name, x] : {std::pair<const char*, const at::Tensor&>{"k", k}, {"table", table}})
     TORCH_CHECK_VALUE(x.device() == q.device(), "q is on ", q.device(), " but ", name, " is on ",

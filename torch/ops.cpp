@@ -74,6 +74,7 @@ struct Int64Data {
 };
 
 Int64Data integers(const Tensor& t, const char* name, int dims) {
+  cr::torch_ops::check_strided(t, name);
   require_cpu(t, name);
   TORCH_CHECK_VALUE(t.dim() == dims, name, " must have ", dims, " dimension(s), got shape ",
                     shape_of(t));
@@ -117,6 +118,7 @@ std::tuple<Tensor, Tensor> rope_index(
     std::vector<double> seconds;
     if (second_per_grid_ts.has_value() && second_per_grid_ts->defined()) {
       const Tensor& s = *second_per_grid_ts;
+      cr::torch_ops::check_strided(s, "second_per_grid_ts");
       require_cpu(s, "second_per_grid_ts");
       TORCH_CHECK_VALUE(s.dim() == 1, "second_per_grid_ts must be 1-D (one value per video), got shape ",
                         shape_of(s));
@@ -324,3 +326,19 @@ TORCH_LIBRARY_IMPL(circlerope, CPU, m) {
   m.impl("rotary_apply", &rotary_apply_cpu);
   m.impl("rotary_apply_", &rotary_apply_inplace_cpu);
 }
+
+// A sparse or mkldnn argument sends a call to its own dispatch key, where without a kernel it
+// failed with NotImplementedError and a page about backends. The CPU kernels are registered
+// there too: each checks every tensor's layout first (op_common.h, check_strided) and refuses
+// with a ValueError naming the argument and its layout.
+#define CIRCLEROPE_REFUSE_LAYOUT(key)                  \
+  TORCH_LIBRARY_IMPL(circlerope, key, m) {             \
+    m.impl("rope_index", &rope_index);                 \
+    m.impl("rotary_table", &rotary_table);             \
+    m.impl("rotary_apply", &rotary_apply_cpu);         \
+    m.impl("rotary_apply_", &rotary_apply_inplace_cpu); \
+  }
+CIRCLEROPE_REFUSE_LAYOUT(SparseCPU)
+CIRCLEROPE_REFUSE_LAYOUT(SparseCsrCPU)
+CIRCLEROPE_REFUSE_LAYOUT(MkldnnCPU)
+#undef CIRCLEROPE_REFUSE_LAYOUT

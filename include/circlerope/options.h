@@ -3,12 +3,15 @@
 // The command line (flags), JSON requests, the C API and the Python module hand the values
 // they received to the functions below, so "auto-2", "1e-3" or "16,24,24" mean the same
 // thing everywhere and are refused everywhere with the same words. Nothing else parses a
-// configuration value.
+// configuration value, nor any number the command line reads (its counts, seeds and times
+// too: "010" is ten, "0x24", " 36" and "-1" for a count are refused).
 //
 //   number           := [+|-] ( digits [ "." [digits] ] | "." digits ) [ (e|E) [+|-] digits ]
 //                       decimal only: no hex, no inf/nan, no spaces, no '_'; the whole text is
 //                       read and the value must be a finite double
 //   integer          := [+|-] digits                       (fits in int64)
+//   unsigned         := digits                              (a count, an index, a seed: no sign;
+//                                                           in a range the caller gives, <= 2^64-1)
 //   boolean          := true | false                       (typed sources may also give 0 / 1)
 //   radius           := number | "auto" | "auto-" number   (the number > 0; "auto" is k = 1)
 //   alpha, dff_rate  := number in [0, 1]                   (dff_rate also false / true = 1)
@@ -38,6 +41,9 @@ namespace circlerope {
 // starts every message, e.g. "--alpha must be a decimal number (got '0x1p1')".
 double parse_number(std::string_view text, std::string_view name);
 std::int64_t parse_integer(std::string_view text, std::string_view name);
+// "--layers must be an integer in [1, 100000] (got '0x24')" for anything else, out of range too.
+std::uint64_t parse_unsigned(std::string_view text, std::string_view name, std::uint64_t low,
+                             std::uint64_t high);
 bool parse_boolean(std::string_view text, std::string_view name);
 
 // Names (the inverse of to_string).
@@ -78,8 +84,9 @@ class OptionValue {
   const std::string& as_text() const { return text_; }  // string, text, big_integer, other
   const std::vector<std::int64_t>& as_integers() const { return list_; }
 
-  // The value for a message: at most about 40 characters, quoted strings, escaped bytes;
-  // or what shown_as() set (Python says None and True where JSON says null and true).
+  // The value for a message, by the one rule of detail/quote.h: strings quoted, at most 40
+  // characters of a value, bytes outside printable ASCII escaped; or what shown_as() set (Python
+  // says None and True where JSON says null and true), bounded and escaped by the same rule.
   std::string shown() const;
   OptionValue& shown_as(std::string_view display);
 
@@ -102,7 +109,10 @@ bool boolean_option(const OptionValue& value, std::string_view name);
 
 // ------------------------------------------------------------------ setters ---
 // Each sets one option and checks its range; an unknown key is an error naming the keys.
-// `name` starts the messages, as above. The structs' other fields are left as they are.
+// `name` starts the messages, as above: a label of the caller's, shown as it is. A caller that
+// names a value by the key its user gave (the C APIs) passes that key as `name`; an unknown one
+// is then shown by the quoting rule of detail/quote.h. The structs' other fields are left as
+// they are.
 
 // radius, alpha, move_to_origin, dff_rate, move_to_positive, method (must be "circle").
 void set_circle_option(CircleConfig& config, std::string_view key, const OptionValue& value,

@@ -84,12 +84,51 @@ Tensor = torch.Tensor
 # Configuration values are read and judged by the core, with the one grammar every front end
 # shares (circlerope/options.h): the classes below hand the user's raw values to _core. What
 # stays here is what the core cannot see: numpy and one-element tensor scalars become Python
-# scalars, and the Python-only arguments (layer indices) are checked.
+# scalars, the Python-only arguments (layer indices) are checked, and tensors' layouts and
+# sizes are checked on their shapes before anything reads, converts or copies them.
+#
+# Every invalid argument raises ValueError, a wrong type included (an int where a str belongs,
+# a list where a tensor belongs): the package has one exception for "this call cannot be done
+# with these arguments", named after the argument and its value. TypeError stays Python's own,
+# for a call that does not fit the signature (a missing or unknown argument).
 
 def _shown(value) -> str:
-    """repr() for a message, at most about 60 characters: messages never carry a whole value."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A value in a message by the one quoting rule of every front end (circlerope/detail/quote.h,
+    through _core): a str in quotes, anything else as its repr(); at most 40 characters of it,
+    bytes outside printable ASCII escaped, so a message stays one short line."""
+    if isinstance(value, str):
+        return _core.quoted(value)
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not replace the real error
+        text = f"<{type(value).__name__}>"
+    return _core.escaped(text if isinstance(text, str) else f"<{type(value).__name__}>")
+
+
+_MAX_TOKENS = _core.MAX_TOKENS  # circlerope::kMaxTokens, the limit of one call
+
+
+def _check_tokens(name: str, batch: int, seq_len: int) -> None:
+    """A [batch, seq_len] of tokens within the core's limit of one call, judged on the shape:
+    an expand() view of 2^40 tokens costs nothing until something copies it, and the operators
+    copy their inputs into their own layout before the core sees the size."""
+    if batch > _MAX_TOKENS or seq_len > _MAX_TOKENS or batch * seq_len > _MAX_TOKENS:
+        raise ValueError(f"{name}: batch {batch} x seq_len {seq_len} is more than {_MAX_TOKENS} tokens, "
+                         "the limit of one call")
+
+
+def _check_count(name: str, t: Tensor, limit: int, what: str) -> None:
+    """At most `limit` elements, judged on the shape (see _check_tokens)."""
+    if t.numel() > limit:
+        raise ValueError(f"{name} has shape {list(t.shape)}: more than {limit} {what}, the limit of one call")
+
+
+def _check_layout(t: Tensor, name: str) -> None:
+    """Sparse, mkldnn and other layouts without strides: the operators would fail on them with
+    torch's dispatcher error, or read them as garbage."""
+    if t.layout != torch.strided:
+        raise ValueError(f"{name} is a {t.layout} tensor; circlerope takes dense (torch.strided) tensors "
+                         f"({name}.to_dense() makes one)")
 
 
 def _plain(value):
@@ -102,8 +141,13 @@ def _plain(value):
 
 
 def _text(value, name: str) -> str:
+    """A str that the operators can take (torch refuses lone surrogates with a RuntimeError)."""
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, got {_shown(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} {_shown(value)} is not UTF-8 text (it holds a lone surrogate)") from None
     return value
 
 
@@ -231,7 +275,7 @@ def _config(value, cls, name: str, default):
     if value is None:
         return default
     if not isinstance(value, cls):
-        raise ValueError(f"{name} must be a circlerope.{cls.__name__}, got {type(value).__name__}")
+        raise ValueError(f"{name} must be a circlerope.{cls.__name__}, got {_shown(type(value).__name__)}")
     return value
 
 
@@ -245,7 +289,8 @@ def _vision(vision: Optional[VisionConfig]) -> VisionConfig:
 
 def _tensor(value, name: str, dtype=None, required: bool = False) -> Optional[Tensor]:
     """None (unless required), a tensor, or anything torch.as_tensor takes (lists of grids, say).
-    Meta tensors have no data to read: refused here, before anything calls .cpu() on them."""
+    Meta tensors have no data to read, sparse and mkldnn ones no strides: refused here, before
+    anything calls .cpu() on them."""
     if value is None:
         if required:
             raise ValueError(f"{name} is required (got None)")
@@ -253,11 +298,35 @@ def _tensor(value, name: str, dtype=None, required: bool = False) -> Optional[Te
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.as_tensor(value, dtype=dtype)
-        except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-            raise ValueError(f"{name}: cannot be read as a tensor ({str(e)[:200]})") from None
+        except Exception as e:  # noqa: BLE001 - whatever torch raises for a value it cannot read
+            raise ValueError(f"{name}: cannot be read as a tensor ({_core.one_line(str(e), 200)})") from None
+    _check_layout(value, name)
     if value.device.type == "meta":
         raise ValueError(f"{name} is a meta tensor (it has no data to read)")
     return value
+
+
+def _tokens_of(t: Optional[Tensor], name: str) -> Optional[Tensor]:
+    """t, after its last two dimensions ([batch, seq_len]) are checked against the limit of one
+    call; a tensor of fewer dimensions is left to the operator's message."""
+    if t is not None and t.dim() >= 2:
+        _check_tokens(name, int(t.shape[-2]), int(t.shape[-1]))
+    return t
+
+
+def _grids_of(t: Optional[Tensor], name: str) -> Optional[Tensor]:
+    """A grid list holds at most one grid per token of a call."""
+    if t is not None:
+        _check_count(name, t, 3 * _MAX_TOKENS, "values (three per grid, a grid per token at most)")
+    return t
+
+
+def _seconds(value) -> Optional[Tensor]:
+    """second_per_grid_ts as a float64 tensor (or None), one value per video at most per token."""
+    seconds = _tensor(value, "second_per_grid_ts", torch.float64)
+    if seconds is not None:
+        _check_count("second_per_grid_ts", seconds, _MAX_TOKENS, "values (one per video)")
+    return seconds
 
 
 def _cpu(t: Optional[Tensor]) -> Optional[Tensor]:
@@ -303,18 +372,16 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
     input_ids = _tensor(input_ids, "input_ids", required=True)
     if not was_tensor and input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
         input_ids = input_ids.to(torch.int64)
-    if not isinstance(scheme, str):
-        raise ValueError(f"scheme must be a string, got {_shown(scheme)}")
-    if compat is None:
-        compat = "none"
-    if not isinstance(compat, str):
-        raise ValueError(f"compat must be a string (none or an hf-... mode, docs/hf_compat.md), got {_shown(compat)}")
+    scheme = _text(scheme, "scheme")
+    compat = _text("none" if compat is None else compat, "compat (none or an hf-... mode, docs/hf_compat.md)")
     c, v = _circle(circle), _vision(vision)
+    images = _grids_of(_tensor(image_grid_thw, "image_grid_thw"), "image_grid_thw")
+    videos = _grids_of(_tensor(video_grid_thw, "video_grid_thw"), "video_grid_thw")
+    seconds = _seconds(second_per_grid_ts)
+    mask = _tokens_of(_tensor(attention_mask, "attention_mask"), "attention_mask")
     position_ids, rope_deltas = _ops.rope_index(
-        _cpu(input_ids), _cpu(_tensor(image_grid_thw, "image_grid_thw")),
-        _cpu(_tensor(video_grid_thw, "video_grid_thw")),
-        _cpu(_tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)),
-        _cpu(_tensor(attention_mask, "attention_mask")), scheme, *c._args(), *v._args(), compat)
+        _cpu(_tokens_of(input_ids, "input_ids")), _cpu(images), _cpu(videos), _cpu(seconds), _cpu(mask),
+        scheme, *c._args(), *v._args(), compat)
     if compat != "none" and scheme != "circle":  # transformers' int64 (exact: integers < 2^24)
         position_ids, rope_deltas = position_ids.to(torch.int64), rope_deltas.to(torch.int64)
     if input_ids.device.type != "cpu":
@@ -327,6 +394,7 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1) -> Ten
     (counting every token of the padded row): p + rope_deltas[b] on all three axes, in
     float32 like the reference. Returns float32 [3, batch, count] on rope_deltas' device."""
     rope_deltas = _tensor(rope_deltas, "rope_deltas", required=True)
+    _check_count("rope_deltas", rope_deltas, _MAX_TOKENS, "rows")
     if rope_deltas.is_complex():
         raise ValueError(f"rope_deltas must hold real numbers, got {rope_deltas.dtype}")
     if rope_deltas.dim() == 2 and rope_deltas.size(1) == 1:
@@ -369,7 +437,7 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
 
 def _table(position_ids, args: tuple) -> Tensor:
     """rotary_table's operator call for checked arguments (theta, rotary_dim, layout, sections)."""
-    position_ids = _tensor(position_ids, "position_ids", required=True)
+    position_ids = _tokens_of(_tensor(position_ids, "position_ids", required=True), "position_ids")
     if position_ids.dim() == 2:
         position_ids = position_ids.unsqueeze(0).expand(3, -1, -1)
     theta, dim, layout, sections = args
@@ -385,7 +453,10 @@ def _check_device(*tensors: Tensor) -> None:
     named = list(zip(("q", "k", "table"), tensors))
     for name, t in named:
         if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            raise ValueError(f"{name} must be a torch.Tensor, got {_shown(type(t).__name__)}")
+        _check_layout(t, name)
+        if name == "table" and t.dim() == 3:
+            _check_tokens("table", int(t.shape[0]), int(t.shape[1]))
     for name, t in named:
         if t.device.type == "cpu":
             continue
@@ -463,6 +534,8 @@ def cos_sin(table: Tensor, pairing: str = "neox") -> Tuple[Tensor, Tensor]:
     if not isinstance(table, torch.Tensor) or table.dim() != 3 or table.size(-1) % 2:
         raise ValueError("table must be a [batch, seq_len, rotary_dim] tensor from rotary_table, got "
                          + (f"shape {list(table.shape)}" if isinstance(table, torch.Tensor) else _shown(table)))
+    _check_layout(table, "table")
+    _check_tokens("table", int(table.shape[0]), int(table.shape[1]))
     half = table.size(-1) // 2
     cos, sin = table[..., :half], table[..., half:]
     if pairing == "neox":
@@ -598,7 +671,7 @@ class CouplingMetrics:
     rows: list
 
 
-def _int64_numpy(t, name: str, dims: int) -> Optional[np.ndarray]:
+def _int64_numpy(t, name: str, dims: int, grids: bool = False) -> Optional[np.ndarray]:
     t = _tensor(t, name)
     if t is None:
         return None
@@ -606,6 +679,10 @@ def _int64_numpy(t, name: str, dims: int) -> Optional[np.ndarray]:
         raise ValueError(f"{name} must hold integers, got {t.dtype}")
     if t.dim() != dims:
         raise ValueError(f"{name} must have {dims} dimension(s), got shape {list(t.shape)}")
+    if grids:
+        _grids_of(t, name)
+    else:
+        _tokens_of(t, name)
     return np.ascontiguousarray(t.detach().cpu().to(torch.int64).numpy())
 
 
@@ -625,14 +702,15 @@ def ptd(input_ids=None, image_grid_thw=None, video_grid_thw=None, second_per_gri
     else:
         if input_ids is None:
             raise ValueError("ptd: input_ids or layout is required")
-        seconds = _tensor(second_per_grid_ts, "second_per_grid_ts", torch.float64)
+        seconds = _seconds(second_per_grid_ts)
         if seconds is not None and (seconds.is_complex() or seconds.dtype == torch.bool):
             raise ValueError(f"second_per_grid_ts must hold real numbers, got {seconds.dtype}")
         if seconds is not None and seconds.dim() != 1:
             raise ValueError(f"second_per_grid_ts must be 1-D (one value per video), got shape {list(seconds.shape)}")
         out = _core.batch_metrics(
             _int64_numpy(input_ids, "input_ids", 2), _int64_numpy(attention_mask, "attention_mask", 2),
-            _int64_numpy(image_grid_thw, "image_grid_thw", 2), _int64_numpy(video_grid_thw, "video_grid_thw", 2),
+            _int64_numpy(image_grid_thw, "image_grid_thw", 2, grids=True),
+            _int64_numpy(video_grid_thw, "video_grid_thw", 2, grids=True),
             None if seconds is None else np.ascontiguousarray(seconds.detach().cpu().to(torch.float64).numpy()),
             scheme, c._args(), v._args(), r._args())
     return CouplingMetrics(out["ptd"], out["rope_kernel_deviation"], out["blocks"], out["rows"])

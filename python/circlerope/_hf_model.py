@@ -35,7 +35,7 @@ from typing import List, Optional
 
 import torch
 
-from . import AgePlan, CircleConfig, VisionConfig, _shown, get_rope_index
+from . import _MAX_TOKENS, AgePlan, CircleConfig, VisionConfig, _shown, _tensor, get_rope_index
 
 Tensor = torch.Tensor
 
@@ -413,6 +413,8 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
 
     if getattr(model, _ATTR, None) is not None:
         raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) first")
+    official_decode = hf._flag(official_decode, "official_decode")
+    compat = hf._check_compat(compat)
     holder, text = _parts(model)
     config = model.config
     layers = len(text.layers)
@@ -421,8 +423,9 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         circle = saved_circle if circle is None else circle
         official_decode = official_decode or saved_official
     if age is not None:
-        if scheme not in (None, "circle"):
-            raise ValueError(f"scheme={scheme!r} with age={_shown(age)}: an AGE plan names each layer's geometry itself")
+        if scheme is not None and (not isinstance(scheme, str) or scheme != "circle"):
+            raise ValueError(f"scheme={_shown(scheme)} with age={_shown(age)}: an AGE plan names each layer's geometry "
+                             "itself")
         plan = age if isinstance(age, AgePlan) else AgePlan(age, layers)
         if len(plan) != layers:
             raise ValueError(f"the AGE plan has {len(plan)} layers but the model {layers}")
@@ -440,7 +443,6 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     # Qwen3-VL's get_rope_index is its release's Qwen2-VL rule on blocks of one frame (the video
     # grids split, below), so it takes its release's compat mode like the others.
     qwen3 = config.model_type == "qwen3_vl"
-    compat = hf._check_compat(compat)
     switch = _Switch(schemes=schemes, primary=schemes.index("circle") if "circle" in schemes else 0,
                      layer_geometry=[schemes.index(s) for s in per_layer], circle=circle or CircleConfig(),
                      vision=VisionConfig.from_hf_config(config), compat=compat,
@@ -521,6 +523,8 @@ def from_pretrained(model_class, path, **kwargs):
     """model_class.from_pretrained(path, **kwargs), switched to the geometry its config saved
     (config.circlerope, written by save_pretrained of a switched model, or the official code's
     config.circle_rope); unswitched when it names none."""
+    if not callable(getattr(model_class, "from_pretrained", None)):
+        raise ValueError(f"model_class must be a transformers model class (with from_pretrained), got {_shown(model_class)}")
     model = model_class.from_pretrained(path, **kwargs)
     if getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
         apply(model)
@@ -546,12 +550,17 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     - the concatenated grids, pixels and labels;
     - with flash_attention_kwargs, the cu_seq_lens_q/k and max_length_q/k of flash-attention's
       varlen path (not run here: no flash-attention on a CPU)."""
+    from . import hf  # noqa: PLC0415
+
     switch = getattr(model, _ATTR, None)
     if switch is None:
         raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
+    flash_attention_kwargs = hf._flag(flash_attention_kwargs, "flash_attention_kwargs")
     import transformers  # noqa: PLC0415
 
     v5 = int(transformers.__version__.split(".")[0]) >= 5
+    if not isinstance(samples, (list, tuple)):
+        raise ValueError(f"samples must be a list of dicts (one per sample), got {_shown(samples)}")
     if not samples:
         raise ValueError("circlerope.hf.pack: no samples")
     ids, text_rows, positions, lengths = [], [], [], []
@@ -560,7 +569,12 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     for n, sample in enumerate(samples):
         if not isinstance(sample, dict) or "input_ids" not in sample:
             raise ValueError(f"sample {n} must be a dict with input_ids, got {_shown(sample)}")
-        row = torch.as_tensor(sample["input_ids"]).reshape(1, -1).to(torch.int64)
+        row = _tensor(sample["input_ids"], f"sample {n} input_ids", required=True)
+        if row.is_floating_point() or row.is_complex():
+            raise ValueError(f"sample {n} input_ids must hold integers, got {row.dtype}")
+        if row.numel() > _MAX_TOKENS:
+            raise ValueError(f"sample {n} has {row.numel()} tokens, more than {_MAX_TOKENS}, the limit of one call")
+        row = row.reshape(1, -1).to(torch.int64)
         if row.size(1) == 0:
             raise ValueError(f"sample {n} has no tokens")
         img, vid, sec = (sample.get(k) for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts"))
@@ -576,8 +590,19 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
             grids["second_per_grid_ts"].append(torch.as_tensor(sec, dtype=torch.float32).reshape(-1))
         for key in concat:
             if sample.get(key) is not None:
-                value = torch.as_tensor(sample[key])
-                concat[key].append(value.reshape(1, -1) if key == "labels" else value)
+                value = _tensor(sample[key], f"sample {n} {key}")
+                if key == "labels":
+                    if value.numel() != row.size(1):
+                        raise ValueError(f"sample {n} labels has shape {list(value.shape)}: one label per token "
+                                         f"({row.size(1)}) expected")
+                    value = value.reshape(1, -1)
+                else:  # a row per patch of the sample's grids, as the vision tower reads them
+                    grid = img if key == "pixel_values" else vid
+                    patches = 0 if grid is None else int(torch.as_tensor(grid, dtype=torch.int64).prod(-1).sum())
+                    if value.dim() != 2 or value.size(0) != patches:
+                        raise ValueError(f"sample {n} {key} has shape {list(value.shape)}: a row per patch of its "
+                                         f"{'image' if key == 'pixel_values' else 'video'}_grid_thw ({patches}) expected")
+                concat[key].append(value)
     all_pos = torch.cat(positions, dim=3)
     text_row = torch.cat(text_rows).view(1, 1, -1)
     out = {"input_ids": torch.cat(ids, 1),

@@ -58,20 +58,15 @@ import numbers
 from decimal import Decimal
 from typing import Mapping, Optional, Tuple
 
-from . import AgePlan, CircleConfig
+from . import AgePlan, CircleConfig, _shown
 
 OFFICIAL_LAYERS = 36  # the length of the official AGE lists
 AGE_MODES = {"strategy_2": "lower", "strategy_3": "upper", "strategy_4": "alternate"}
 KEYS = ("radius", "alpha", "method", "AGE_mode", "move_to_origin", "move_to_positive", "dff_rate")
 
 
-def _shown(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _fail(key: str, value, why: str):
-    raise ValueError(f"circle_rope[{key!r}] = {_shown(value)}: {why}")
+    raise ValueError(f"circle_rope[{_shown(key)}] = {_shown(value)}: {why}")
 
 
 def _is_number(value) -> bool:
@@ -144,7 +139,7 @@ def _move_to_positive(value):
     key = "move_to_positive"
     if value is None or value is False:
         return None
-    if value == "auto":
+    if isinstance(value, str) and value == "auto":
         return "auto"
     if value is True:
         return 1.0  # float(True) in the official code
@@ -168,8 +163,8 @@ def from_official_config(circle_rope: Mapping, num_layers: int) -> Tuple[CircleC
         raise ValueError(f"circle_rope must be a dict, got {_shown(circle_rope)}")
     layers = _layers(num_layers)
     for key in circle_rope:
-        if key not in KEYS:
-            raise ValueError(f"circle_rope[{key!r}]: not a key of the official Circle-RoPE config (expected "
+        if not isinstance(key, str) or key not in KEYS:
+            raise ValueError(f"circle_rope[{_shown(key)}]: not a key of the official Circle-RoPE config (expected "
                              f"{', '.join(KEYS)})")
 
     method = circle_rope.get("method", "circle")
@@ -178,7 +173,7 @@ def from_official_config(circle_rope: Mapping, num_layers: int) -> Tuple[CircleC
     ring = method == "circle"
     for key in ("radius", "alpha"):
         if ring and key not in circle_rope:
-            raise ValueError(f"circle_rope[{key!r}] is absent: the official code then uses -1, which "
+            raise ValueError(f"circle_rope[{_shown(key)}] is absent: the official code then uses -1, which "
                              "CircleConfig cannot express; write it out")
     dff_rate = _dff_rate(circle_rope.get("dff_rate"))
     if not ring:

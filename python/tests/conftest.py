@@ -100,3 +100,37 @@ def request_arguments(request):
 @pytest.fixture
 def rng():
     return torch.Generator().manual_seed(20261129)
+
+
+class BadRepr:
+    """A value whose __repr__ raises: a message must still be built."""
+
+    def __repr__(self):
+        raise RuntimeError("a __repr__ that fails")
+
+
+def attack(calls, garbage):
+    """Each argument of each (name, function, args, kwargs) call replaced by each garbage value:
+    the call succeeds or raises a ValueError of one short line of printable ASCII (never
+    TypeError, AttributeError, RuntimeError, NotImplementedError, ...). Returns what did not."""
+    wrong = []
+    for name, function, args, kwargs in calls:
+        function(*args, **kwargs)  # the base call is valid
+        slots = [("arg", i) for i in range(len(args))] + [("kw", key) for key in kwargs]
+        for kind, slot in slots:
+            for value in garbage:
+                a, kw = list(args), dict(kwargs)
+                if kind == "arg":
+                    a[slot] = value
+                else:
+                    kw[slot] = value
+                shown = "BadRepr()" if isinstance(value, BadRepr) else repr(value)[:30]
+                try:
+                    function(*a, **kw)
+                except ValueError as e:
+                    message = str(e)
+                    if len(message) > 500 or not all(32 <= ord(c) < 127 for c in message):
+                        wrong.append(f"{name} {slot}={shown}: a {len(message)}-character or unclean message")
+                except Exception as e:  # noqa: BLE001 - the point of the test
+                    wrong.append(f"{name} {slot}={shown}: {type(e).__name__}: {str(e)[:100]}")
+    return wrong

@@ -1,8 +1,9 @@
-"""Regression tests of issue 9 (hardening), one per item where the item reaches Python. Each
-failed before its fix; the ones that crashed the interpreter run in a child process, so that a
+"""Regression tests of issues 9 and 19 (hardening), one per item where the item reaches Python.
+Each failed before its fix; the ones that crashed the interpreter run in a child process, so that a
 crash fails the test instead of the whole suite."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import circlerope
+from conftest import BadRepr, attack
 
 START, IMAGE, VIDEO, END = 151652, 151655, 151656, 151653
 IDS = torch.tensor([[5, START] + [IMAGE] * 4 + [END, 6]])
@@ -176,7 +178,8 @@ def test_missing_inputs_raise_value_error():
 GARBAGE = [None, "x", "", 3.5, -1, 2 ** 70, True, [], [[]], [["a"]], {}, {"a": 1}, object(), float("nan"),
            torch.tensor([]), torch.zeros(2, 2, 2, 2, 2), torch.zeros(3, dtype=torch.complex64),
            torch.zeros(1, 3).to("meta"), torch.zeros(1, 3, dtype=torch.bool), [1.5, 2.5], ("a", "b", "c"),
-           "x" * 100000]
+           "x" * 100000, "a\nb\x1b[31m", "\ud800", torch.zeros(2, 2).to_sparse(), BadRepr(), 16.9,
+           torch.zeros(1, 1, dtype=torch.long).expand(1 << 20, 1 << 20), torch.zeros(1 << 40, 0)]
 
 
 def _calls():
@@ -221,23 +224,275 @@ def _calls():
 
 def test_every_invalid_argument_raises_value_error():
     """Each argument of each entry point replaced by each garbage value: the call succeeds or
-    raises ValueError (never TypeError, AttributeError, RuntimeError, NotImplementedError...)."""
-    wrong = []
-    for name, function, args, kwargs in _calls():
-        function(*args, **kwargs)  # the base call is valid
-        slots = [("arg", i) for i in range(len(args))] + [("kw", key) for key in kwargs]
-        for kind, slot in slots:
-            for value in GARBAGE:
-                a, kw = list(args), dict(kwargs)
-                if kind == "arg":
-                    a[slot] = value
-                else:
-                    kw[slot] = value
-                try:
-                    function(*a, **kw)
-                except ValueError as e:
-                    if len(str(e)) > 1000:
-                        wrong.append(f"{name} {slot}={type(value).__name__}: a {len(str(e))}-character message")
-                except Exception as e:  # noqa: BLE001 - the point of the test
-                    wrong.append(f"{name} {slot}={repr(value)[:40]}: {type(e).__name__}: {str(e)[:120]}")
+    raises ValueError (never TypeError, AttributeError, RuntimeError, NotImplementedError...),
+    of one short clean line (issue 19: sparse tensors, control bytes, surrogates, a failing
+    __repr__ and 2^40-token views joined the garbage)."""
+    wrong = attack(_calls(), GARBAGE)
     assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"
+
+
+# ======================================================================= issue 19 ===
+
+MAX_TOKENS = 1 << 24
+HUGE = 1 << 40
+
+
+def _clean(message: str, value: str = "") -> bool:
+    """The quoting rule's promise: one line of printable ASCII, at most 40 characters of the value
+    (here: the bytes of its UTF-8 encoding) in a row."""
+    if not all(32 <= ord(c) < 127 for c in message):
+        return False
+    raw = value.encode("utf-8", "surrogatepass").decode("latin-1")
+    return all(raw[i:i + 41] not in message for i in range(max(0, len(raw) - 40)))
+
+
+def _rule(text: str) -> str:
+    """detail/quote.h's quoted(), written again from its comment: the first 40 bytes of the
+    UTF-8 text in single quotes, bytes outside printable ASCII and ' \\ as \\xNN, then '...'."""
+    raw = text.encode("utf-8", "surrogatepass")
+    body = "".join(chr(b) if 32 <= b < 127 and b not in b"'\\" else f"\\x{b:02x}" for b in raw[:40])
+    return "'" + body + ("..." if len(raw) > 40 else "") + "'"
+
+
+# ---------------------------------------------------------------- item 8 ---
+
+def _past_the_limit():
+    """(name, call) pairs whose tensor is a view costing nothing, with more tokens than one call
+    may hold: just past the limit, and far past it."""
+    ids = torch.zeros(1, 1, dtype=torch.int64)
+    positions = torch.zeros(3, 1, 1)
+    q = torch.zeros(1, 1, 1, 8)
+    calls = []
+    for batch, seq in ((1, MAX_TOKENS + 1), (MAX_TOKENS + 1, 1), (4097, 4097), (HUGE, 0), (1 << 20, 1 << 20)):
+        big_ids = ids.expand(batch, seq)
+        big_pos = positions.expand(3, batch, seq)
+        big_table = torch.zeros(1, 1, 8).expand(batch, seq, 8)
+        big_q = q.expand(batch, 1, seq, 8)
+        tag = f"{batch}x{seq}"
+        calls += [
+            (f"get_rope_index input_ids {tag}", lambda i=big_ids: circlerope.get_rope_index(i)),
+            (f"get_rope_index attention_mask {tag}",
+             lambda i=big_ids: circlerope.get_rope_index(IDS, GRID, attention_mask=i)),
+            (f"ptd input_ids {tag}", lambda i=big_ids: circlerope.ptd(i)),
+            (f"rotary_table {tag}", lambda p=big_pos: circlerope.rotary_table(p, sections=(2, 1, 1))),
+            (f"rotary_table 2-D {tag}", lambda p=big_pos[0]: circlerope.rotary_table(p, sections=(2, 1, 1))),
+            (f"apply_rotary table {tag}", lambda t=big_table, x=big_q: circlerope.apply_rotary(x, x, t)),
+            (f"apply_multimodal_rotary {tag}",
+             lambda p=big_pos, x=big_q: circlerope.apply_multimodal_rotary(x, x, p, sections=(2, 1, 1))),
+            (f"cos_sin {tag}", lambda t=big_table: circlerope.cos_sin(t)),
+            (f"RotaryEmbedding {tag}", lambda i=big_ids: circlerope.RotaryEmbedding("CM", 2)(i)),
+        ]
+    grids = torch.zeros(1, 3, dtype=torch.int64)
+    for rows in (MAX_TOKENS + 1, HUGE):
+        calls += [
+            (f"image_grid_thw {rows}", lambda g=grids.expand(rows, 3): circlerope.get_rope_index(IDS, g)),
+            (f"video_grid_thw {rows}", lambda g=grids.expand(rows, 3): circlerope.get_rope_index(IDS, None, g)),
+            (f"ptd image_grid_thw {rows}", lambda g=grids.expand(rows, 3): circlerope.ptd(IDS, g)),
+            (f"second_per_grid_ts {rows}",
+             lambda s=torch.zeros(1).expand(rows): circlerope.get_rope_index(IDS, GRID, None, s)),
+            (f"decode rope_deltas {rows}", lambda d=torch.zeros(1).expand(rows): circlerope.decode_position_ids(d, 0)),
+        ]
+    return calls
+
+
+@pytest.mark.parametrize("name, call", _past_the_limit(), ids=[n for n, _ in _past_the_limit()])
+def test_sizes_past_the_token_limit_are_refused_by_shape(name, call):
+    # Views of 2^40 tokens reached the allocator (RuntimeError: "can't allocate memory") before
+    # any limit was looked at; the limit is now checked on the shape, naming it.
+    with pytest.raises(ValueError, match=r"more than \d+ (tokens|values|rows).*, the limit of one call$"):
+        call()
+
+
+def test_the_limit_is_checked_before_a_copy_is_made():
+    # int32 input_ids of 2^27 tokens (a view of 4 bytes): the operator converted them to 1 GiB of
+    # int64 and only then refused them. Peak memory of a child process says whether it did.
+    child = run_child("""
+        import resource, torch, circlerope
+        calls = [
+            lambda: circlerope.get_rope_index(torch.zeros(1, 1, dtype=torch.int32).expand(1 << 15, 1 << 12)),
+            lambda: circlerope.rotary_table(torch.zeros(3, 1, 1, dtype=torch.float64).expand(3, 1 << 15, 1 << 12)),
+            lambda: circlerope.ptd(torch.zeros(1, 1, dtype=torch.int32).expand(1 << 15, 1 << 12)),
+        ]
+        for call in calls:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            try:
+                call()
+            except ValueError as e:
+                print("ValueError:", e)
+            grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+            print("grew MiB", grew // 1024)
+    """)
+    assert child.returncode == 0, child.stderr[-2000:]
+    lines = child.stdout.splitlines()
+    assert [line.startswith("ValueError: ") for line in lines] == [True, False] * 3, child.stdout
+    for line in lines[1::2]:
+        assert int(line.split()[-1]) < 256, child.stdout  # the copy would be 1 GiB (1.5 GiB for positions)
+
+
+def test_sizes_at_the_limit_pass_the_shape_check():
+    # 2^24 tokens is the limit itself, not past it: the shape check lets it through.
+    with pytest.raises(ValueError, match="must have 2 dimension"):
+        circlerope.get_rope_index(torch.zeros(1, dtype=torch.int64).expand(MAX_TOKENS))
+    ids = torch.zeros(1, 1, dtype=torch.int64).expand(1, MAX_TOKENS)
+    circlerope._check_tokens("input_ids", *ids.shape)
+    assert circlerope.decode_position_ids(torch.zeros(1).expand(MAX_TOKENS), 0).shape == (3, MAX_TOKENS, 1)
+
+
+# ---------------------------------------------------------------- item 9 ---
+
+def _layouts(t: torch.Tensor):
+    out = [("torch.sparse_coo", t.to_sparse())]
+    if t.dim() == 2:
+        out.append(("torch.sparse_csr", t.to_sparse_csr()))
+    if t.is_floating_point() and torch.backends.mkldnn.is_available():
+        out.append(("torch._mkldnn", t.float().to_mkldnn()))
+    return out
+
+
+VIDEO_IDS = torch.tensor([[5, START] + [VIDEO] * 4 + [END, 6]])
+
+
+def _tensor_slots():
+    """(function, args, kwargs, index or name of a tensor argument, its name in messages)."""
+    positions = circlerope.get_rope_index(IDS, GRID)[0]
+    table = circlerope.rotary_table(positions, sections=(2, 1, 1))
+    q = torch.randn(1, 2, IDS.shape[1], 8)
+    mask = torch.ones_like(IDS)
+    return [
+        (circlerope.get_rope_index, [IDS, GRID, None, None, mask], {}, 0, "input_ids"),
+        (circlerope.get_rope_index, [IDS, GRID, None, None, mask], {}, 1, "image_grid_thw"),
+        (circlerope.get_rope_index, [IDS, GRID, None, None, mask], {}, 4, "attention_mask"),
+        (circlerope.get_rope_index, [VIDEO_IDS, None, GRID, torch.ones(1)], {}, 3, "second_per_grid_ts"),
+        (circlerope.rotary_table, [positions], {"sections": (2, 1, 1)}, 0, "position_ids"),
+        (circlerope.apply_rotary, [q, q, table], {}, 0, "q"),
+        (circlerope.apply_rotary, [q, q, table], {}, 1, "k"),
+        (circlerope.apply_rotary, [q, q, table], {}, 2, "table"),
+        (circlerope.apply_multimodal_rotary, [q, q, positions], {"sections": (2, 1, 1)}, 2, "position_ids"),
+        (circlerope.cos_sin, [table], {}, 0, "table"),
+        (circlerope.decode_position_ids, [torch.zeros(1, 1), 3], {}, 0, "rope_deltas"),
+        (circlerope.ptd, [IDS, GRID, None, None, mask], {}, 0, "input_ids"),
+        (circlerope.ptd, [IDS, GRID, None, None, mask], {}, 4, "attention_mask"),
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_sparse_and_mkldnn_tensors_are_refused_naming_the_argument_and_its_layout():
+    # They raised NotImplementedError (the dispatcher's page about backends) or RuntimeError.
+    checked = 0
+    for function, args, kwargs, slot, name in _tensor_slots():
+        function(*args, **kwargs)  # the base call is valid
+        for layout, value in _layouts(args[slot].float() if name == "q" else args[slot]):
+            a = list(args)
+            a[slot] = value
+            with pytest.raises(ValueError, match=rf"^{name} is a {re.escape(layout)} tensor; circlerope takes dense"):
+                function(*a, **kwargs)
+            checked += 1
+    assert checked >= 25
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_the_operators_refuse_sparse_and_mkldnn_tensors_themselves():
+    # C++ callers of torch.ops.circlerope reach the operators without the Python checks.
+    ops = torch.ops.circlerope
+    positions = circlerope.get_rope_index(IDS, GRID)[0]
+    q, table = torch.randn(1, 2, IDS.shape[1], 8), circlerope.rotary_table(positions, sections=(2, 1, 1))
+    args = ("circle", "10", 0.5, True, 0.0, "false", 2, 2.0, START, IMAGE, VIDEO, "seconds")
+    calls = [
+        ("input_ids", "Sparse", lambda: ops.rope_index(IDS.to_sparse(), GRID, None, None, None, *args)),
+        ("input_ids", "SparseCsr", lambda: ops.rope_index(IDS.to_sparse_csr(), GRID, None, None, None, *args)),
+        ("attention_mask", "Sparse",
+         lambda: ops.rope_index(IDS, GRID, None, None, torch.ones_like(IDS).to_sparse(), *args)),
+        ("position_ids", "Sparse", lambda: ops.rotary_table(positions.to_sparse(), 8, [2, 1, 1], 1e6, "chunked")),
+        ("q", "Sparse", lambda: ops.rotary_apply(q.to_sparse(), q, table, "neox", "bhsd", False)),
+        ("table", "Sparse", lambda: ops.rotary_apply(q, q, table.to_sparse(), "neox", "bhsd", False)),
+        ("k", "Sparse", lambda: ops.rotary_apply_(q.clone(), q.clone().to_sparse(), table, "neox", "bhsd", False)),
+    ]
+    if torch.backends.mkldnn.is_available():
+        calls.append(("q", "Mkldnn", lambda: ops.rotary_apply(q.to_mkldnn(), q, table, "neox", "bhsd", False)))
+    for name, layout, call in calls:
+        with pytest.raises(ValueError, match=rf"^{name} is a {layout} tensor; circlerope's operators take dense"):
+            call()
+
+
+# --------------------------------------------------------------- item 11 ---
+
+def test_long_and_multi_line_names_give_one_short_line():
+    # An unknown compat name of 100,000 characters gave a 100,132-character ValueError; a newline
+    # in a name or layout gave two lines.
+    long = "x" * 100000
+    calls = [
+        lambda v: circlerope.get_rope_index(IDS, GRID, compat=v),
+        lambda v: circlerope.get_rope_index(IDS, GRID, scheme=v),
+        lambda v: circlerope.layout_positions(v),
+        lambda v: circlerope.layout_positions("text:2," + v),
+        lambda v: circlerope.ptd(layout=v),
+        lambda v: circlerope.RotaryConfig(layout=v),
+        lambda v: circlerope.RotaryConfig(pairing=v),
+        lambda v: circlerope.CircleConfig(radius=v),
+        lambda v: circlerope.VisionConfig(time=v),
+        lambda v: circlerope.AgePlan(v, 4),
+        lambda v: circlerope.apply_rotary(torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 8), torch.zeros(1, 8, 8),
+                                          qk_layout=v),
+        lambda v: circlerope.apply_rotary(torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 8), torch.zeros(1, 8, 8),
+                                          pairing=v),
+        lambda v: circlerope.cos_sin(torch.zeros(1, 8, 8), v),
+    ]
+    for i, call in enumerate(calls):
+        for value in (long, "a\nb", "a\x1b[31m\x07b\r", "\ud800"):
+            with pytest.raises(ValueError) as e:
+                call(value)
+            assert _clean(str(e.value), value), (i, repr(value[:10]), str(e.value)[:300])
+            assert len(str(e.value)) < 400, (i, len(str(e.value)))
+
+
+def test_core_quoting_rule_reaches_python_unchanged():
+    import random
+    rng = random.Random(19)
+    for _ in range(3000):
+        text = "".join(chr(rng.choice([rng.randrange(0, 128), rng.randrange(128, 0x3000), 0xD800, 0x1F600]))
+                       for _ in range(rng.randrange(0, 80)))
+        quoted = circlerope._core.quoted(text)
+        assert quoted == _rule(text)
+        assert _clean(quoted, text)
+        assert _clean(circlerope._core.escaped(text), text)
+        assert _clean(circlerope._core.one_line(text), "")
+        assert len(circlerope._core.one_line(text * 30)) <= 1000
+        assert circlerope._core.quoted(text.encode("utf-8", "surrogatepass")) == quoted
+    assert circlerope._shown("a'b") == "'a\\x27b'"
+    assert circlerope._shown(torch.zeros(3, 3)).startswith("tensor([[0., 0., 0.],\\x0a")
+    assert circlerope._shown(BadRepr()) == "<BadRepr>"
+    with pytest.raises(ValueError, match="quoted: expected str or bytes"):
+        circlerope._core.quoted(3)
+
+
+def test_random_text_through_every_text_argument_gives_one_clean_line():
+    import random
+    rng = random.Random(1919)
+    q, table = torch.zeros(1, 1, 8, 8), torch.zeros(1, 8, 8)
+    calls = {
+        "scheme": lambda v: circlerope.get_rope_index(IDS, GRID, scheme=v),
+        "compat": lambda v: circlerope.get_rope_index(IDS, GRID, compat=v),
+        "layout": lambda v: circlerope.layout_positions(v),
+        "ptd layout": lambda v: circlerope.ptd(layout=v),
+        "ptd scheme": lambda v: circlerope.ptd(layout="text:2", scheme=v),
+        "RotaryConfig.layout": lambda v: circlerope.RotaryConfig(layout=v),
+        "RotaryConfig.pairing": lambda v: circlerope.RotaryConfig(pairing=v),
+        "rotary_table layout": lambda v: circlerope.rotary_table(torch.zeros(3, 1, 2), layout=v),
+        "CircleConfig.radius": lambda v: circlerope.CircleConfig(radius=v),
+        "CircleConfig.move_to_positive": lambda v: circlerope.CircleConfig(move_to_positive=v),
+        "VisionConfig.time": lambda v: circlerope.VisionConfig(time=v),
+        "AgePlan": lambda v: circlerope.AgePlan(v, 4),
+        "RotaryEmbedding": lambda v: circlerope.RotaryEmbedding(v, 4),
+        "qk_layout": lambda v: circlerope.apply_rotary(q, q, table, qk_layout=v),
+        "pairing": lambda v: circlerope.apply_rotary(q, q, table, pairing=v),
+        "cos_sin": lambda v: circlerope.cos_sin(table, v),
+    }
+    for name, call in calls.items():
+        for i in range(60):
+            length = rng.randrange(1, 12 if i % 2 else 300)
+            value = "".join(chr(rng.choice([rng.randrange(1, 128), rng.randrange(128, 0x800), 0xDC80]))
+                            for _ in range(length))
+            try:
+                call(value)
+            except ValueError as e:
+                assert _clean(str(e), value), (name, repr(value[:20]), str(e)[:300])

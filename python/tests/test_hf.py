@@ -17,6 +17,7 @@ import torch
 
 import circlerope
 import circlerope.hf as hf
+from conftest import BadRepr, attack
 
 SOURCE = os.environ.get("CIRCLEROPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = json.load(open(os.path.join(SOURCE, "tests", "data", "hf_mrope_positions.json")))["cases"]
@@ -362,3 +363,136 @@ def test_apply_multimodal_rotary_pos_emb_is_differentiable_and_checks_sections()
     assert torch.allclose(q.grad, 2 * q.detach(), atol=1e-5) and torch.allclose(k.grad, 2 * k.detach(), atol=1e-5)
     with pytest.raises(ValueError, match="mrope_section"):
         hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [2, 2, 2])
+
+
+# ------------------------------------------------------------------ issue 19 ---
+
+HF_GARBAGE = [None, "x", "", 3.5, -1, 16.9, 2 ** 70, True, [], [[]], [["a"]], {}, {"a": 1}, object(), float("nan"),
+              torch.tensor([]), torch.zeros(2, 2, 2, 2, 2), torch.zeros(3, dtype=torch.complex64),
+              torch.zeros(1, 3).to("meta"), torch.zeros(1, 3, dtype=torch.bool), [1.5, 2.5], ("a", "b", "c"),
+              "x" * 100000, "a\nb\x1b[31m", "\ud800", torch.zeros(2, 2).to_sparse(), BadRepr(), [16, -8, 40],
+              [16.9, 24, 24], torch.zeros(1, 1, dtype=torch.long).expand(1 << 20, 1 << 20)]
+
+
+def _hf_calls():
+    """(name, function, args, kwargs) of every public function of circlerope.hf that needs no
+    model (test_hf_models.py attacks apply, restore, pack and from_pretrained), valid as given."""
+    from circlerope import _hf_official
+    ids = torch.tensor([[TEXT, START] + [IMAGE] * 4 + [TEXT]])
+    grid = torch.tensor([[1, 4, 4]])
+    pos, deltas = circlerope.get_rope_index(ids, grid, scheme="mrope", compat="hf-4.52")
+    cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6)
+    q, k = torch.randn(1, 2, ids.shape[1], 128), torch.randn(1, 1, ids.shape[1], 128)
+    types_ = hf._expected_token_types(ids, None, circlerope.VisionConfig())
+    return [
+        ("compat_for_version", hf.compat_for_version, ["4.52.0"], {}),
+        ("rope_index_fn", hf.rope_index_fn, [hf_config()], {"scheme": "circle", "circle": None, "compat": "hf-4.52"}),
+        ("rope_index_fn dict", hf.rope_index_fn, [hf_config(as_dict=True)], {"scheme": "mrope", "compat": "hf-5.18"}),
+        ("get_rope_index hf-4.52", hf.rope_index_fn(hf_config(), compat="hf-4.52"), [ids, grid, None, None, None], {}),
+        ("get_rope_index hf-5.18", hf.rope_index_fn(hf_config(), compat="hf-5.18"),
+         [ids, types_, grid, None, None, torch.ones_like(ids)], {}),
+        ("decode_position_ids_hf", hf.decode_position_ids_hf, [deltas, 9, 2],
+         {"compat": "hf-4.52", "attention_mask": None}),
+        ("decode_position_ids_hf hf-5.18", hf.decode_position_ids_hf, [deltas, 9, 2],
+         {"compat": "hf-5.18", "attention_mask": torch.ones_like(ids)}),
+        ("rotary_config", hf.rotary_config, [hf_config()], {}),
+        ("rotary_cos_sin", hf.rotary_cos_sin, [pos],
+         {"config": None, "mrope_section": [16, 24, 24], "rope_theta": 1e6, "head_dim": 128,
+          "attention_scaling": None, "dtype": torch.float32}),
+        ("rotary_cos_sin config", hf.rotary_cos_sin, [pos, hf_config()], {}),
+        ("apply_multimodal_rotary_pos_emb", hf.apply_multimodal_rotary_pos_emb, [q, k, cos, sin, [16, 24, 24]],
+         {"unsqueeze_dim": 1, "fused": None}),
+        ("from_official_config", _hf_official.from_official_config, [{"radius": 10, "alpha": 0.5}, 36], {}),
+        ("to_official_config", _hf_official.to_official_config, [circlerope.CircleConfig(), None], {}),
+    ]
+
+
+def test_every_bad_argument_of_circlerope_hf_raises_a_clean_value_error():
+    # On a4fab96's successor this listed 330 cases: TypeError (compat=[] "unhashable type",
+    # rope_theta=[] from float(), mrope_section=None "not iterable"), AttributeError (a list as
+    # input_ids of the hf-5.3-on adapter, q or cos not a tensor), RuntimeError (a tensor as
+    # unsqueeze_dim or fused, "Could not infer dtype", a repr that fails), IndexError (a mask of
+    # another shape), NotImplementedError (sparse), an allocation of 2^40 tokens, and ValueErrors
+    # of 100,133 characters or several lines.
+    wrong = attack(_hf_calls(), HF_GARBAGE)
+    assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"
+
+
+def test_the_token_type_adapter_takes_lists_like_get_rope_index():
+    # A list as input_ids of the hf-5.3-on adapter raised AttributeError ('list' has no 'device').
+    fn = hf.rope_index_fn(hf_config(), scheme="mrope", compat="hf-5.3")
+    ids = [[TEXT, START] + [IMAGE] * 4 + [TEXT]]
+    types_ = [[0, 0, 1, 1, 1, 1, 0]]
+    got = fn(ids, types_, [[1, 4, 4]])
+    want = fn(torch.tensor(ids), torch.tensor(types_), torch.tensor([[1, 4, 4]]))
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("sections", [[16.9, 24, 24], [16, -8, 40], [16, 24], [16, 24, 24, 0], [True, 31, 32],
+                                      torch.tensor([16.0, 24.0, 24.0]), "16,24,24"])
+def test_mrope_section_is_three_integers_at_least_zero(sections):
+    # 16.9 was read as 16 and negative entries were accepted (the split then went wrong silently).
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT] * 6]))
+    cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6)
+    q = torch.randn(1, 2, 6, 128)
+    with pytest.raises(ValueError, match="mrope_section must be three integers >= 0"):
+        hf.apply_multimodal_rotary_pos_emb(q, q, cos, sin, sections)
+    config = dict(hf_config(as_dict=True), rope_scaling={"type": "mrope", "mrope_section": sections})
+    with pytest.raises(ValueError, match="mrope_section"):
+        hf.rotary_config(config)
+    assert torch.equal(hf.apply_multimodal_rotary_pos_emb(q, q, cos, sin, torch.tensor([16, 24, 24]))[0],
+                       hf.apply_multimodal_rotary_pos_emb(q, q, cos, sin, (16, 24, 24))[0])
+
+
+@pytest.mark.parametrize("head_dim", [127, 9, 3])
+def test_an_odd_head_dim_is_refused_as_transformers_refuses_it(head_dim):
+    # head_dim=127 gave 126 columns, frequencies over 126: neither what transformers 4.x computed
+    # (64 frequencies over 127, 128 columns that then do not fit the head) nor what 5.x does
+    # (refuse the config: "RoPE requires an even rotary dimension", for odd head_dim above 4).
+    transformers = pytest.importorskip("transformers")
+    if head_dim > 4 and tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 0):
+        with pytest.raises(Exception, match="RoPE requires an even rotary dimension"):
+            transformers.Qwen2_5_VLConfig(text_config={"hidden_size": 64, "num_attention_heads": 4,
+                                                       "head_dim": head_dim})
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT] * 5]))
+    with pytest.raises(ValueError, match=rf"^head_dim {head_dim} is odd: RoPE rotates pairs of columns"):
+        hf.rotary_cos_sin(pos, head_dim=head_dim, rope_theta=1e4)
+    odd = dict(hf_config(as_dict=True), head_dim=head_dim)
+    for call in (lambda: hf.rotary_config(odd), lambda: hf.rotary_cos_sin(pos, odd)):
+        with pytest.raises(ValueError, match=rf"^config head dimension {head_dim} is odd"):
+            call()
+
+
+def test_rotary_cos_sin_equals_the_installed_transformers_rotary_embedding():
+    transformers = pytest.importorskip("transformers")
+    module_file = transformers.models.qwen2_5_vl.modeling_qwen2_5_vl
+    sections = [20, 22, 22]
+    text = {"hidden_size": 512, "num_attention_heads": 4, "max_position_embeddings": 512}
+    rope = {"rope_type": "default", "rope_theta": 1e4, "mrope_section": sections}
+    if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 0):
+        text["rope_parameters"] = rope
+    else:
+        text["rope_scaling"], text["rope_theta"] = rope, 1e4
+    config = transformers.Qwen2_5_VLConfig(text_config=text)
+    module = module_file.Qwen2_5_VLRotaryEmbedding(getattr(config, "text_config", config))
+    pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 4 + [TEXT] * 3]), [[1, 4, 4]])
+    pos = pos.to(torch.int64)
+    want_cos, want_sin = module(torch.zeros(1, dtype=torch.float32), pos)
+    cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e4)
+    if want_cos.dim() == 4 and want_cos.size(0) == 3:  # 4.x: every axis holds every frequency
+        assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
+    else:  # 5.x: the module picks each frequency's axis itself
+        assert torch.equal(hf._select_sections(cos, sections), want_cos)
+        assert torch.equal(hf._select_sections(sin, sections), want_sin)
+
+
+def test_long_and_multi_line_values_give_one_short_line_in_circlerope_hf():
+    # An unknown compat name of 100,000 characters gave a 100,133-character message.
+    for value in ("x" * 100000, "hf-4.49\nhf-4.52", "\x1b[31m\x07"):
+        for call in (lambda v: hf.rope_index_fn(hf_config(), compat=v), lambda v: hf.compat_for_version(v),
+                     lambda v: hf.decode_position_ids_hf(torch.zeros(1, 1), 3, compat=v),
+                     lambda v: hf.rope_index_fn(dict(hf_config(as_dict=True), model_type=v))):
+            with pytest.raises(ValueError) as e:
+                call(value)
+            message = str(e.value)
+            assert len(message) < 300 and all(32 <= ord(c) < 127 for c in message), message[:300]

@@ -558,6 +558,52 @@ def test_errors_name_the_problem():
         hf.apply(Fake(), "circle")
 
 
+def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_clean_value_error():
+    # A tensor as official_decode or flash_attention_kwargs raised RuntimeError ("Boolean value
+    # of Tensor ... is ambiguous"), compat=[] TypeError ("unhashable type"), samples=3.5 TypeError
+    # ("not iterable"), a class without from_pretrained AttributeError, a sample's labels or
+    # pixel_values of a str TypeError, of a float RuntimeError ("zero-dimensional tensor").
+    from conftest import attack
+    from test_hf import HF_GARBAGE
+
+    model = make_model("qwen2_5_vl")
+
+    def restored(function):
+        def call(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if hf.geometry(model) is not None:
+                    hf.restore(model)
+        return call
+
+    def pack(m, samples, **kwargs):
+        return hf.pack(hf.apply(m, "circle") if hf.geometry(m) is None else m, samples, **kwargs)
+
+    sample = {"input_ids": torch.tensor(block("image", 1, 4, 4)), "image_grid_thw": torch.tensor([[1, 4, 4]])}
+    calls = [
+        ("apply", restored(hf.apply), [model, "circle"],
+         {"circle": None, "age": None, "compat": None, "official_decode": False}),
+        ("apply age", restored(hf.apply), [model], {"age": "alternate", "compat": "hf-5.18"}),
+        ("pack", restored(pack), [model, [sample]], {"flash_attention_kwargs": False}),
+        ("pack samples", restored(pack), [model, [sample, sample]], {}),
+    ]
+    wrong = attack(calls, HF_GARBAGE)
+    for value in HF_GARBAGE:
+        keys = ("input_ids", "image_grid_thw", "video_grid_thw", "second_per_grid_ts", "labels", "pixel_values",
+                "pixel_values_videos")
+        for call in [lambda v: hf.restore(v), lambda v: hf.from_pretrained(v, "nowhere")] + [
+                lambda v, key=key: pack(model, [dict(sample, **{key: v})]) for key in keys]:
+            try:
+                restored(call)(value)
+            except ValueError as e:
+                if len(str(e)) > 500 or not all(32 <= ord(c) < 127 for c in str(e)):
+                    wrong.append(f"{repr(value)[:30]}: an unclean message")
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                wrong.append(f"{type(value).__name__}: {type(e).__name__}: {str(e)[:100]}")
+    assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"
+
+
 def test_new_images_after_a_cached_prompt_are_refused():
     model = make_model("qwen2_5_vl")
     hf.apply(model, "circle")

@@ -50,7 +50,7 @@ Compat parse_compat(std::string_view text) {
   for (Compat c : kAllCompats)
     if (text == to_string(c)) return c;
   if (text == "hf-5.3") return Compat::hf_5_6;  // the former name of hf-5.6
-  fail("unknown compat mode '", text, "' (expected none; hf-4.49 for transformers 4.49-4.51, hf-4.52 for 4.52-5.1, "
+  fail("unknown compat mode ", detail::quoted(text), " (expected none; hf-4.49 for transformers 4.49-4.51, hf-4.52 for 4.52-5.1, "
        "hf-5.2 for 5.2, hf-5.3-5.5.3 for 5.3-5.5.3, hf-5.5.4 for 5.5.4, hf-5.6 for 5.6-5.17 (also read as hf-5.3), "
        "hf-5.18 for 5.18 and later)");
 }

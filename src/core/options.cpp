@@ -192,6 +192,12 @@ void set_move_to_positive(CircleConfig& c, const OptionValue& v, std::string_vie
   c.positive_offset = offset;
 }
 
+// An unknown key in a message. The C APIs name a value by its key, which is then the user's
+// text: shown by the one rule (detail/quote.h). Other callers' names are their own labels.
+std::string key_named(std::string_view name, std::string_view key) {
+  return name == key ? detail::shown_name(key) : std::string(name);
+}
+
 int int_of(std::int64_t v, std::string_view name, std::int64_t low, std::int64_t high) {
   if (v < low || v > high) fail(name, " must be in [", low, ", ", high, "] (got ", v, ")");
   return static_cast<int>(v);
@@ -263,6 +269,19 @@ std::int64_t parse_integer(std::string_view text, std::string_view name) {
   return value;
 }
 
+std::uint64_t parse_unsigned(std::string_view text, std::string_view name, std::uint64_t low,
+                             std::uint64_t high) {
+  std::uint64_t value = 0;
+  bool ok = !text.empty();
+  for (const char c : text) ok = ok && is_digit(c);
+  if (ok) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    ok = ec == std::errc() && end == text.data() + text.size() && value >= low && value <= high;
+  }
+  if (!ok) fail(name, " must be an integer in [", low, ", ", high, "] (got ", quoted(text), ")");
+  return value;
+}
+
 bool parse_boolean(std::string_view text, std::string_view name) {
   if (text == "true") return true;
   if (text == "false") return false;
@@ -323,12 +342,12 @@ OptionValue OptionValue::integers(std::vector<std::int64_t> v) {
 
 OptionValue OptionValue::other(std::string_view shown) {
   OptionValue o(Kind::other);
-  o.text_ = shown.substr(0, 60);
+  o.text_ = detail::escaped(shown);
   return o;
 }
 
 OptionValue& OptionValue::shown_as(std::string_view display) {
-  display_ = display.size() > 60 ? std::string(display.substr(0, 57)) + "..." : std::string(display);
+  display_ = detail::escaped(display);
   return *this;
 }
 
@@ -338,8 +357,7 @@ std::string OptionValue::shown() const {
     case Kind::null: return "null";
     case Kind::boolean: return boolean_ ? "true" : "false";
     case Kind::integer: return std::to_string(integer_);
-    case Kind::big_integer:
-      return text_.size() > 40 ? text_.substr(0, 37) + "..." : text_;
+    case Kind::big_integer: return detail::escaped(text_);
     case Kind::number: return number_shown(number_);
     case Kind::string:
     case Kind::text: return quoted(text_);
@@ -391,7 +409,7 @@ void set_circle_option(CircleConfig& c, std::string_view key, const OptionValue&
     if (name_of(v, name, "\"circle\"") != "circle")
       fail(name, ": only \"circle\" is supported (got ", v.shown(), ")");
   } else {
-    fail(name, " is not a Circle-RoPE option (expected radius, alpha, move_to_origin, dff_rate, "
+    fail(key_named(name, key), " is not a Circle-RoPE option (expected radius, alpha, move_to_origin, dff_rate, "
          "move_to_positive or method)");
   }
 }
@@ -425,7 +443,7 @@ void set_vision_option(VisionConfig& c, std::string_view key, const OptionValue&
       fail(name, ": ", e.what());
     }
   } else {
-    fail(name, " is not a vision option (expected spatial_merge_size, tokens_per_second, "
+    fail(key_named(name, key), " is not a vision option (expected spatial_merge_size, tokens_per_second, "
          "vision_start_token_id, image_token_id, video_token_id, time or compat)");
   }
 }
@@ -447,7 +465,7 @@ void set_rotary_option(RotaryConfig& c, std::string_view key, const OptionValue&
   } else if (key == "sections") {
     c.sections = sections_of(v, name);
   } else {
-    fail(name, " is not a rotary option (expected theta, rotary_dim, layout or sections)");
+    fail(key_named(name, key), " is not a rotary option (expected theta, rotary_dim, layout or sections)");
   }
 }
 
