@@ -252,6 +252,26 @@ int main(void) {
     CHECK(crp_rotate_values(mine, (int64_t)1 << 40, (int64_t)1 << 40, D, &qin, &o2, 1, NULL, err, sizeof err) ==
           CRP_INVALID_ARGUMENT);
     CHECK(crp_rotate_ex(table, &qin, &o1, 1, NULL, err, sizeof err) == CRP_OK); /* NULL params: the defaults */
+
+    /* An output laid over an input of the same call is refused (it used to return CRP_OK with
+     * most values wrong): the rotation's out over the table's values, a table computed over
+     * its own positions. */
+    static float arena[S * HQ * D];
+    CHECK_MSG(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err, sizeof err) ==
+                  CRP_OK, err);
+    crp_head_tensor over_values = bshd(arena, CRP_DTYPE_FLOAT32, HQ);
+    CHECK(crp_rotate_values(arena, 1, S, D, &qin, &over_values, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "rotate target 0: out shares memory with the table's values") != NULL, err);
+    over_values.data = arena + S * D - 1; /* the last value only */
+    CHECK(crp_rotate_values(arena, 1, S, D, &qin, &over_values, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    over_values.data = arena + S * D; /* just past them: fine */
+    CHECK_MSG(crp_rotate_values(arena, 1, S, D, &qin, &over_values, 1, NULL, err, sizeof err) == CRP_OK, err);
+    memcpy(arena, pos2, sizeof pos2);
+    CHECK(crp_rotary_table_compute(&config, arena, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err, sizeof err) ==
+          CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "rotary table: the output values shares memory with the input position_ids") != NULL, err);
+    CHECK(crp_rotary_table_compute(&config, arena + S * D - 1, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err,
+                                   sizeof err) == CRP_INVALID_ARGUMENT);
     CHECK(crp_rotary_config_default(NULL) == CRP_INVALID_ARGUMENT);
     CHECK(crp_rotary_table_destroy(NULL) == CRP_OK);
   }

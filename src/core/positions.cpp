@@ -14,12 +14,14 @@
 #include "block.h"
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
+#include "circlerope/detail/disjoint.h"
 #include "circlerope/detail/fail.h"
 #include "positions_simd.h"
 
 namespace circlerope {
 
 using detail::fail;
+using detail::region;
 
 namespace {
 
@@ -484,6 +486,15 @@ void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
          " x ", input.seq_len, " = ", 3 * n);
   if (rope_deltas.size() != static_cast<size_t>(input.batch))
     fail("rope_deltas output has ", rope_deltas.size(), " floats, expected batch = ", input.batch);
+  detail::require_disjoint(
+      "rope_index",
+      {region(position_ids.data(), position_ids.size(), "position_ids"),
+       region(rope_deltas.data(), rope_deltas.size(), "rope_deltas")},
+      {region(input.input_ids.data(), input.input_ids.size(), "input_ids"),
+       region(input.attention_mask.data(), input.attention_mask.size(), "attention_mask"),
+       region(input.image_grid_thw.data(), input.image_grid_thw.size(), "image_grid_thw"),
+       region(input.video_grid_thw.data(), input.video_grid_thw.size(), "video_grid_thw"),
+       region(input.second_per_grid_ts.data(), input.second_per_grid_ts.size(), "second_per_grid_ts")});
   build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr, nullptr);
 }
 
@@ -593,6 +604,8 @@ void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cac
     fail("decode positions: the output holds ", out.size(), " floats, expected 3 x ", rope_deltas.size(), " x ",
          count, " = ", expected);
   if (expected > 0 && out.data() == nullptr) fail("decode positions: the output is null");
+  detail::require_disjoint("decode positions", {region(out.data(), out.size(), "out")},
+                           {region(rope_deltas.data(), rope_deltas.size(), "rope_deltas")});
   fill_decode(rope_deltas, first_cache_position, count, out.data());
 }
 

@@ -205,16 +205,20 @@ bool same_view(const HeadTensor& a, const HeadTensor& b) {
   return a.data == b.data && a.strides == b.strides;
 }
 
-// Throws the message parts unless the byte sets of a and b are disjoint (overlap.h).
+// Throws the message parts unless the overlap decision (overlap.h) says disjoint.
 template <typename... Parts>
-void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... message) {
-  switch (cpu::byte_overlap(a, b)) {
+void require_disjoint(cpu::Overlap decision, const Parts&... message) {
+  switch (decision) {
     case cpu::Overlap::disjoint: return;
     case cpu::Overlap::shared: fail(message...);
     case cpu::Overlap::undecided:
       fail(message..., "? (undecided: their strides are too irregular to tell within the work limit; give "
-                       "the targets separate buffers)");
+                       "each its own buffer)");
   }
+}
+template <typename... Parts>
+void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... message) {
+  require_disjoint(cpu::byte_overlap(a, b), message...);
 }
 
 }  // namespace
@@ -340,6 +344,11 @@ std::vector<CheckedTarget> check_rotate_targets(const RotaryTableView& table,
     if (may_overlap_itself(out))
       fail(name, ": out strides ", shape_text(out.strides), " for shape ",
            shape_text(out.shape), " may write one element twice");
+    // The table is read while the outs are written (bounded sizes: at most 2^24 tokens x
+    // 1024 floats).
+    const auto table_bytes = static_cast<std::size_t>(table.batch * table.seq_len * rot) * sizeof(float);
+    require_disjoint(cpu::byte_overlap(out, table.values, table_bytes), name,
+                     ": out shares memory with the table's values (they are read while out is written)");
     checked.push_back({in, out, in_place, i});
   }
   return checked;
