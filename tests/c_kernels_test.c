@@ -272,6 +272,13 @@ int main(void) {
     CHECK_MSG(strstr(err, "rotary table: the output values shares memory with the input position_ids") != NULL, err);
     CHECK(crp_rotary_table_compute(&config, arena + S * D - 1, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err,
                                    sizeof err) == CRP_INVALID_ARGUMENT);
+
+    /* A target count past the cap of 64 is refused before anything is sized by it (INT_MAX
+     * targets used to be reserved first: CRP_INTERNAL_ERROR "out of memory"). */
+    CHECK(crp_rotate_ex(table, &qin, &o1, 2147483647, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "at most 64 targets per call (got 2147483647)") != NULL, err);
+    CHECK(crp_rotate_values(mine, 1, S, D, &qin, &o2, 65, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "at most 64 targets per call (got 65)") != NULL, err);
     CHECK(crp_rotary_config_default(NULL) == CRP_INVALID_ARGUMENT);
     CHECK(crp_rotary_table_destroy(NULL) == CRP_OK);
   }
