@@ -55,7 +55,7 @@ typedef struct crp_rotate_params {
 } crp_rotate_params;
 
 typedef struct crp_rotary_config {
-  double theta;     /* rope_theta, > 0 */
+  double theta;     /* rope_theta, in [1, 2^126] (circlerope::kMinTheta .. kMaxTheta) */
   int rotary_dim;   /* even */
   int layout;       /* crp_frequency_layout */
   int sections[3];  /* temporal, height, width; sum rotary_dim / 2 (unused by SINGLE) */
