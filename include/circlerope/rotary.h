@@ -29,7 +29,7 @@ FrequencyLayout parse_frequency_layout(std::string_view text);
 // The valid range of rope_theta. With theta >= 1 the frequencies theta^(-2i/D) fall from 1
 // to just above 1/theta (RoPE's ladder of wavelengths 2 pi .. 2 pi theta), so an angle is
 // never larger than its position: finite for every finite position. Below 1 the ladder runs
-// upwards and a tiny theta overflows it (a subnormal theta made infinite angles and NaN
+// upwards and a tiny theta overflows it (a subnormal theta would make infinite angles and NaN
 // tables). Above 2^126 the slowest frequency, just above 1/theta, is no longer a normal
 // float32, which is what transformers computes inverse frequencies in (past 2^128 theta
 // itself is infinite there and every frequency but the first is 0).
