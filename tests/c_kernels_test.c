@@ -256,7 +256,7 @@ int main(void) {
     /* An output laid over an input of the same call is refused (it used to return CRP_OK with
      * most values wrong): the rotation's out over the table's values, a table computed over
      * its own positions. */
-    static float arena[S * HQ * D];
+    static float arena[S * D + S * HQ * D]; /* the values, then room for an out after them */
     CHECK_MSG(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err, sizeof err) ==
                   CRP_OK, err);
     crp_head_tensor over_values = bshd(arena, CRP_DTYPE_FLOAT32, HQ);
