@@ -362,6 +362,21 @@ static void test_null_arguments(void) {
   crp_rope_index_input neg = in;
   neg.n_images = -1;
   CHECK(crp_rope_index(&neg, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  /* Counts beyond any call's tokens are refused before anything is sized by them (2^40 grids
+   * used to be allocated first: CRP_INTERNAL_ERROR "out of memory"). */
+  crp_rope_index_input huge = in;
+  huge.n_images = (int64_t)1 << 40;
+  CHECK(crp_rope_index(&huge, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "n_images 1099511627776 is more than 16777216"), err);
+  huge = in;
+  huge.n_videos = INT64_MAX;
+  huge.video_grid_thw = in.image_grid_thw;
+  CHECK(crp_rope_index(&huge, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "n_videos 9223372036854775807 is more than 16777216"), err);
+  huge = in;
+  huge.n_images = CRP_MAX_TOKENS + 1; /* just past the cap */
+  CHECK(crp_rope_index(&huge, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "n_images 16777217 is more than 16777216"), err);
   crp_rope_index_input neg_batch = in;
   neg_batch.batch = -2;
   CHECK(crp_rope_index(&neg_batch, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);

@@ -252,6 +252,33 @@ int main(void) {
     CHECK(crp_rotate_values(mine, (int64_t)1 << 40, (int64_t)1 << 40, D, &qin, &o2, 1, NULL, err, sizeof err) ==
           CRP_INVALID_ARGUMENT);
     CHECK(crp_rotate_ex(table, &qin, &o1, 1, NULL, err, sizeof err) == CRP_OK); /* NULL params: the defaults */
+
+    /* An output laid over an input of the same call is refused (it used to return CRP_OK with
+     * most values wrong): the rotation's out over the table's values, a table computed over
+     * its own positions. */
+    static float arena[S * D + S * HQ * D]; /* the values, then room for an out after them */
+    CHECK_MSG(crp_rotary_table_compute(&config, pos2, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err, sizeof err) ==
+                  CRP_OK, err);
+    crp_head_tensor over_values = bshd(arena, CRP_DTYPE_FLOAT32, HQ);
+    CHECK(crp_rotate_values(arena, 1, S, D, &qin, &over_values, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "rotate target 0: out shares memory with the table's values") != NULL, err);
+    over_values.data = arena + S * D - 1; /* the last value only */
+    CHECK(crp_rotate_values(arena, 1, S, D, &qin, &over_values, 1, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    over_values.data = arena + S * D; /* just past them: fine */
+    CHECK_MSG(crp_rotate_values(arena, 1, S, D, &qin, &over_values, 1, NULL, err, sizeof err) == CRP_OK, err);
+    memcpy(arena, pos2, sizeof pos2);
+    CHECK(crp_rotary_table_compute(&config, arena, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err, sizeof err) ==
+          CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "rotary table: the output values shares memory with the input position_ids") != NULL, err);
+    CHECK(crp_rotary_table_compute(&config, arena + S * D - 1, 1, S, 0, CRP_ISA_AUTOMATIC, arena, S * D, err,
+                                   sizeof err) == CRP_INVALID_ARGUMENT);
+
+    /* A target count past the cap of 64 is refused before anything is sized by it (INT_MAX
+     * targets used to be reserved first: CRP_INTERNAL_ERROR "out of memory"). */
+    CHECK(crp_rotate_ex(table, &qin, &o1, 2147483647, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "at most 64 targets per call (got 2147483647)") != NULL, err);
+    CHECK(crp_rotate_values(mine, 1, S, D, &qin, &o2, 65, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "at most 64 targets per call (got 65)") != NULL, err);
     CHECK(crp_rotary_config_default(NULL) == CRP_INVALID_ARGUMENT);
     CHECK(crp_rotary_table_destroy(NULL) == CRP_OK);
   }

@@ -147,6 +147,8 @@ TEST(CudaMathConvert, FloatsRoundToBf16AndFp16AsTheCpuDoes) {
     const float f = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
     ASSERT_EQ(gpu::float_to_bf16(f), cvt::float_to_bf16(f)) << std::hex << bits(f);
     ASSERT_EQ(gpu::float_to_f16(f), cvt::float_to_f16(f)) << std::hex << bits(f);
+    // fp32 stores: every NaN the canonical one, as the CPU's (convert.h's NaN rule)
+    ASSERT_EQ(bits(gpu::narrow<gpu::F32>(f)), bits(cvt::quiet_nan(f))) << std::hex << bits(f);
   }
   EXPECT_EQ(compared, 65536 * 10);
 }

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -473,6 +476,83 @@ TEST(Hf518, FrameTimesMultiplyTokensPerSecondBySecondsFirst) {
   EXPECT_EQ(last_frame(Compat::hf_4_49), 104.0f);
   EXPECT_EQ(last_frame(Compat::hf_5_18), 105.0f);
   EXPECT_EQ(last_frame(Compat::hf_5_6), 0.0f);
+}
+
+// ---- int64 positions past 2^24 (hf-* modes) ------------------------------------------------
+
+// transformers keeps M-RoPE positions in int64 (st_idx = max + 1, text at st_idx + k, deltas
+// max + 1 - S); the hf-* modes rounded the running position to float32 after every chunk,
+// so past 2^24 (an extreme second_per_grid_ts gets there) text tokens shared positions where
+// transformers counts on, and the deltas were off by up to 32. Oracle: the int64 rule of
+// transformers 4.51.3 / 4.52.4 (read from their get_rope_index), each value rounded once.
+struct Int64Oracle {
+  std::vector<int64_t> t, h, w;
+  int64_t max = 0;
+};
+
+// One row: `before` text tokens, a video of `frames` x hm x wm with `seconds` per grid, `after`
+// text tokens; tokens_per_second 2.
+Int64Oracle transformers_int64(Compat compat, int64_t before, int64_t frames, int64_t hm, int64_t wm, double seconds,
+                               int64_t after) {
+  Int64Oracle o;
+  auto text = [&](int64_t n, int64_t from) {
+    for (int64_t k = 0; k < n; ++k) {
+      o.t.push_back(from + k);
+      o.h.push_back(from + k);
+      o.w.push_back(from + k);
+    }
+  };
+  text(before, 0);
+  const int64_t c = before;
+  int64_t block_max = c;
+  for (int64_t f = 0; f < frames; ++f) {
+    // 4.49-4.51: (arange * second_per_grid_t[float32]) * tokens_per_second, float32, .long();
+    // 4.52-5.1: the seconds cast to int64 first, integer products
+    const int64_t tau = compat == Compat::hf_4_49
+                            ? static_cast<int64_t>(static_cast<float>(f) * static_cast<float>(seconds) * 2.0f)
+                            : f * static_cast<int64_t>(seconds) * 2;
+    for (int64_t r = 0; r < hm; ++r)
+      for (int64_t q = 0; q < wm; ++q) {
+        o.t.push_back(c + tau);
+        o.h.push_back(c + r);
+        o.w.push_back(c + q);
+        block_max = std::max({block_max, c + tau, c + r, c + q});
+      }
+  }
+  text(after, block_max + 1);
+  o.max = after > 0 ? block_max + after : block_max;
+  return o;
+}
+
+TEST(HfCompat, Int64PositionsPast2To24AreExactThenRoundedOnce) {
+  std::mt19937_64 rng(0x2E24);
+  int cases = 0;
+  for (Compat compat : {Compat::hf_4_49, Compat::hf_4_52})
+    for (int round = 0; round < 40; ++round) {
+      const int64_t before = static_cast<int64_t>(rng() % 5), frames = 2 + static_cast<int64_t>(rng() % 3),
+                    hm = 1 + static_cast<int64_t>(rng() % 3), wm = 1 + static_cast<int64_t>(rng() % 3),
+                    after = 1 + static_cast<int64_t>(rng() % 60);
+      // seconds from 2^23 (positions just past 2^24) to 2^28, integral or not
+      const double seconds = std::ldexp(1.0 + static_cast<double>(rng() % 1000) / 1000.0, 23 + static_cast<int>(rng() % 5)) +
+                             (rng() % 2 ? 0.5 : 0.0);
+      const std::string layout = (before ? "text:" + std::to_string(before) + "," : std::string()) + "video:" +
+                                 std::to_string(frames) + "x" + std::to_string(hm) + "x" + std::to_string(wm) + "@" +
+                                 std::to_string(seconds) + ",text:" + std::to_string(after);
+      VisionConfig vision;
+      vision.compat = compat;
+      const Positions p = layout_positions(parse_layout(layout), vision, Geometry{Scheme::mrope, {}});
+      const Int64Oracle want =
+          transformers_int64(compat, before, frames, hm, wm, std::stod(std::to_string(seconds)), after);
+      ASSERT_EQ(static_cast<size_t>(p.seq_len), want.t.size()) << layout;
+      for (int64_t s = 0; s < p.seq_len; ++s) {
+        ASSERT_EQ(p.at(0, 0, s), static_cast<float>(want.t[static_cast<size_t>(s)])) << to_string(compat) << " " << layout << " token " << s;
+        ASSERT_EQ(p.at(1, 0, s), static_cast<float>(want.h[static_cast<size_t>(s)])) << to_string(compat) << " " << layout << " token " << s;
+        ASSERT_EQ(p.at(2, 0, s), static_cast<float>(want.w[static_cast<size_t>(s)])) << to_string(compat) << " " << layout << " token " << s;
+      }
+      ASSERT_EQ(p.rope_deltas[0], static_cast<float>(want.max + 1 - p.seq_len)) << to_string(compat) << " " << layout;
+      ++cases;
+    }
+  EXPECT_EQ(cases, 80);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "circlerope/circle.h"
 #include "circlerope/kernels.h"
 #include "circlerope/positions.h"
 
@@ -88,6 +91,67 @@ TEST(Limits, ThreadCounts) {
   }
   params.threads = kMaxThreads;
   EXPECT_NO_THROW(rotate(table, view, params));
+}
+
+// Counts that size a vector are checked against their cap first: a frame count or a grid of
+// 2^40 cells asked the allocator before anything looked at it (std::bad_alloc, or an int64
+// product that overflowed).
+TEST(LimitsDeathTest, VisionGridsAndFrameCountsAreCappedBeforeAllocation) {
+  const VisionConfig vision;
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_ERROR_IN_CHILD(frame_times(huge, true, 1.0, vision));
+  EXPECT_THAT(error_of([&] { frame_times(huge, true, 1.0, vision); }),
+              HasSubstr("1099511627776 frames has more than 16777216 tokens"));
+  EXPECT_THAT(error_of([&] { frame_times(kMaxTokens + 1, false, 1.0, vision); }), HasSubstr("16777217 frames"));
+  EXPECT_EQ(frame_times(kMaxTokens, false, 1.0, vision).size(), static_cast<size_t>(kMaxTokens));
+  EXPECT_ERROR_IN_CHILD(circle_ring(huge, huge, CircleConfig{}));
+  EXPECT_THAT(error_of([&] { circle_ring(huge, huge, CircleConfig{}); }),
+              HasSubstr("vision grid 1099511627776x1099511627776 has more than 16777216 cells"));
+  EXPECT_THAT(error_of([&] { circle_ring(4097, 4096, CircleConfig{}); }), HasSubstr("4097x4096 has more than"));
+  const std::vector<int64_t> one_frame = {0};
+  EXPECT_ERROR_IN_CHILD(block_coordinates(Geometry{}, 1, huge, 2, one_frame));
+  const std::vector<int64_t> two_frames = {0, 0};
+  EXPECT_THAT(error_of([&] { block_coordinates(Geometry{}, 2, 4096, 2049, two_frames); }),
+              HasSubstr("vision block 2x4096x2049 has more than 16777216 tokens"));
+}
+
+// A size-1 dimension never steps, so its stride may be anything non-negative (torch's
+// as_strided makes such views): the streaming test of rotate() multiplied it by the element
+// size in int64 (undefined for INT64_MAX; UBSan aborts). Every path rotates such a view
+// exactly as the same view with stride 0 there.
+TEST(Limits, HugeStridesOfSizeOneDimensionsRotateLikeStrideZero) {
+  std::mt19937_64 rng(0x57D1);
+  const std::int64_t S = 3, H = 2, D = 16;
+  std::vector<float> positions(3 * S);
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<float>(i) * 0.7f;
+  for (Isa isa : available_isas())
+    for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
+      for (int round = 0; round < 20; ++round) {
+        // batch 1 always; seq or heads 1 in some rounds, each with a huge stride
+        const std::int64_t seq = round % 3 == 1 ? 1 : S, heads = round % 3 == 2 ? 1 : H;
+        const RotaryTable table = make_rotary_table(RotaryConfig{.rotary_dim = D, .sections = {4, 2, 2}},
+                                                    positions.data(), 1, seq);
+        const std::int64_t huge[] = {std::numeric_limits<std::int64_t>::max(), std::int64_t{1} << 62,
+                                     (std::int64_t{1} << 62) + 3, std::numeric_limits<std::int64_t>::max() / 4 + 1};
+        const std::int64_t pick = huge[rng() % 4];
+        const std::size_t n = static_cast<std::size_t>(seq * heads * D), size = dtype_size(dtype);
+        std::vector<unsigned char> x(n * size), plain(n * size), odd(n * size);
+        for (auto& b : x) b = static_cast<unsigned char>(rng() % 61);  // finite values in every dtype
+        const HeadTensor in = bshd(x.data(), dtype, 1, seq, heads, D);
+        HeadTensor out_plain = bshd(plain.data(), dtype, 1, seq, heads, D), out_odd = bshd(odd.data(), dtype, 1, seq, heads, D);
+        HeadTensor in_odd = in;
+        for (std::size_t d = 0; d < 3; ++d)
+          if (in.shape[d] == 1) {
+            out_plain.strides[d] = 0;
+            in_odd.strides[d] = out_odd.strides[d] = pick;
+          }
+        RotaryParams params;
+        params.isa = isa;
+        const RotaryTarget a{in, out_plain}, b{in_odd, out_odd};
+        rotate(table, std::span<const RotaryTarget>(&a, 1), params);
+        ASSERT_NO_THROW(rotate(table, std::span<const RotaryTarget>(&b, 1), params)) << to_string(isa) << " stride " << pick;
+        ASSERT_EQ(0, std::memcmp(plain.data(), odd.data(), plain.size())) << to_string(isa) << " stride " << pick;
+      }
 }
 
 }  // namespace

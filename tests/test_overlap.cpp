@@ -1,10 +1,15 @@
-// rotate() refuses targets whose memory overlaps (issue 9 item 6): decided on the bytes the
-// strided views address (src/cpu/overlap.h), checked here against brute force.
+// rotate() refuses targets whose memory overlaps: decided on the bytes the strided views
+// address (src/cpu/overlap.h), checked here against brute force. Every other call that writes
+// into caller memory refuses an output that shares a byte with another output or an input
+// (include/circlerope/detail/disjoint.h): its pairs are checked on random offsets below.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -12,6 +17,7 @@
 
 #include "../src/cpu/overlap.h"
 #include "circlerope/kernels.h"
+#include "circlerope/positions.h"
 
 namespace {
 
@@ -170,6 +176,174 @@ TEST(Overlap, AdversarialStridesEndUndecidedNotSlow) {
   const HeadTensor a{memory, DType::float32, {1, 1, 1000000, 2}, {0, 0, 1000003, 1}};
   const HeadTensor b{memory + 2, DType::float32, {1, 1, 1000000, 1}, {0, 0, 999983, 0}};
   EXPECT_NE(cpu::byte_overlap(a, b), cpu::Overlap::disjoint);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- regressions: outputs over the inputs of their own call ---------------------------------
+
+// crp_rotate_values / rotate with the out laid over the table's values returned success with
+// most values wrong (the values were read after the first rows had overwritten them).
+TEST(Overlap, RotateRefusesAnOutOverTheTablesValues) {
+  constexpr std::int64_t S = 5, H = 2, D = 8;
+  std::vector<float> positions(3 * S);
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<float>(i % S);
+  alignas(64) static float arena[S * H * D + S * D];
+  make_rotary_table_into(RotaryConfig{.rotary_dim = D, .sections = {2, 1, 1}}, positions.data(), 1, S,
+                         {arena, S * D});
+  const RotaryTableView table{arena, 1, S, D};
+  std::vector<float> q(S * H * D, 0.5f);
+  for (std::int64_t at : {std::int64_t{0}, S * D - 1}) {
+    const RotaryTarget over{bshd(q.data(), DType::float32, 1, S, H, D), bshd(arena + at, DType::float32, 1, S, H, D)};
+    EXPECT_THAT(error_of([&] { rotate(table, std::span<const RotaryTarget>(&over, 1)); }),
+                HasSubstr("rotate target 0: out shares memory with the table's values"))
+        << at;
+  }
+  const RotaryTarget after{bshd(q.data(), DType::float32, 1, S, H, D), bshd(arena + S * D, DType::float32, 1, S, H, D)};
+  EXPECT_EQ(error_of([&] { rotate(table, std::span<const RotaryTarget>(&after, 1)); }), "");
+}
+
+// crp_rotary_table_compute writing over its own positions returned success with most values
+// wrong.
+TEST(Overlap, TableComputedOverItsOwnPositionsIsRefused) {
+  constexpr std::int64_t S = 6, D = 8;
+  alignas(64) static float arena[S * D + 3 * S];
+  for (std::size_t i = 0; i < std::size(arena); ++i) arena[i] = static_cast<float>(i % 7);
+  for (std::int64_t at : {std::int64_t{0}, S * D - 1})
+    EXPECT_THAT(error_of([&] {
+                  make_rotary_table_into(RotaryConfig{.rotary_dim = D, .sections = {2, 1, 1}}, arena + at, 1, S,
+                                         {arena, S * D});
+                }),
+                HasSubstr("rotary table: the output values shares memory with the input position_ids"))
+        << at;
+}
+
+TEST(Overlap, RopeIndexAndDecodeOutputsOverTheirInputsAreRefused) {
+  alignas(64) static std::int64_t arena[64];
+  std::fill(std::begin(arena), std::end(arena), 7);  // text tokens
+  RopeIndexInput in;
+  in.input_ids = {arena, 8};
+  in.batch = 2;
+  in.seq_len = 4;
+  auto* floats = reinterpret_cast<float*>(arena);
+  EXPECT_THAT(error_of([&] {
+                rope_index_into(in, VisionConfig{}, Geometry{}, {floats + 2, 24}, {floats + 40, 2});
+              }),
+              HasSubstr("rope_index: the output position_ids shares memory with the input input_ids"));
+  EXPECT_THAT(error_of([&] {
+                rope_index_into(in, VisionConfig{}, Geometry{}, {floats + 40, 24}, {floats + 63, 2});
+              }),
+              HasSubstr("rope_index: the output position_ids shares memory with the output rope_deltas"));
+  const float deltas[2] = {0, 0};
+  std::vector<float> out(3 * 2 * 4);
+  std::memcpy(out.data(), deltas, sizeof deltas);
+  EXPECT_THAT(error_of([&] { decode_positions_into({out.data() + 23, 1}, 5, 4, {out.data() + 12, 12}); }),
+              HasSubstr("decode positions: the output out shares memory with the input rope_deltas"));
+}
+
+// ---- property: every output/input pair at random offsets ------------------------------------
+
+// Two arrays placed at random (aligned) offsets of one arena: the call is refused exactly
+// when their byte ranges meet, with a message naming both; otherwise it succeeds.
+TEST(Overlap, EveryOutputAndInputPairIsRefusedExactlyWhenTheyShareAByte) {
+  std::mt19937_64 rng(0x0E1A9);
+  alignas(64) static unsigned char arena[8192];
+  int refused = 0, accepted = 0;
+  auto offset = [&](std::size_t align, std::size_t bytes) {
+    return align * (rng() % ((sizeof arena - bytes) / align));
+  };
+  auto meet = [](std::size_t a, std::size_t an, std::size_t b, std::size_t bn) { return a < b + bn && b < a + an; };
+  auto expect = [&](bool share, const std::string& error, const char* first, const char* second) {
+    if (share) {
+      ++refused;
+      EXPECT_THAT(error, HasSubstr(first));
+      EXPECT_THAT(error, HasSubstr(second));
+      EXPECT_THAT(error, HasSubstr("shares memory"));
+    } else {
+      ++accepted;
+      EXPECT_EQ(error, "") << first << " / " << second;
+    }
+  };
+  const RotaryConfig config{.rotary_dim = 8, .sections = {2, 1, 1}};
+  for (int round = 0; round < 3000; ++round) {
+    std::memset(arena, 0, sizeof arena);  // zeros: text token ids, mask 0, finite positions
+    const std::int64_t B = 1 + static_cast<std::int64_t>(rng() % 3), S = 1 + static_cast<std::int64_t>(rng() % 9);
+    const auto n = static_cast<std::size_t>(B * S);
+    switch (round % 4) {
+      case 0: {  // rotate: out (strided, sometimes a head apart) against the table's values
+        const std::int64_t H = 1 + static_cast<std::int64_t>(rng() % 3), pad = static_cast<std::int64_t>(rng() % 3);
+        const std::size_t values = n * 8 * 4, out_bytes = n * static_cast<std::size_t>(H * (8 + pad)) * 4;
+        const std::size_t v = offset(4, values), o = offset(4, out_bytes);
+        const RotaryTableView table{reinterpret_cast<float*>(arena + v), B, S, 8};
+        std::vector<float> q(n * static_cast<std::size_t>(H * 8), 1.0f);
+        const HeadTensor out{arena + o, DType::float32, {B, S, H, 8}, {S * H * (8 + pad), H * (8 + pad), 8 + pad, 1}};
+        const RotaryTarget t{bshd(q.data(), DType::float32, B, S, H, 8), out};
+        // the bytes the view addresses, not its bounding box
+        bool share = false;
+        for (std::int64_t row = 0; row < B * S * H; ++row)
+          share = share || meet(o + static_cast<std::size_t>(row * (8 + pad)) * 4, 32, v, values);
+        expect(share, error_of([&] { rotate(table, std::span<const RotaryTarget>(&t, 1)); }), "out", "table's values");
+        break;
+      }
+      case 1: {  // make_rotary_table_into: values against position_ids
+        const std::size_t values = n * 8 * 4, positions = 3 * n * 4;
+        const std::size_t v = offset(4, values), p = offset(4, positions);
+        expect(meet(v, values, p, positions), error_of([&] {
+                 make_rotary_table_into(config, reinterpret_cast<float*>(arena + p), B, S,
+                                        {reinterpret_cast<float*>(arena + v), n * 8});
+               }),
+               "values", "position_ids");
+        break;
+      }
+      case 2: {  // rope_index_into: one output against another array of the call
+        const std::size_t ids = offset(8, n * 8), mask = offset(8, n * 8), pos = offset(4, 3 * n * 4),
+                          deltas = offset(4, static_cast<std::size_t>(B) * 4);
+        const bool masked = rng() % 2;
+        RopeIndexInput in;
+        in.input_ids = {reinterpret_cast<std::int64_t*>(arena + ids), n};
+        in.batch = B;
+        in.seq_len = S;
+        if (masked) in.attention_mask = {reinterpret_cast<std::int64_t*>(arena + mask), n};
+        const std::string error = error_of([&] {
+          rope_index_into(in, VisionConfig{}, Geometry{},
+                          {reinterpret_cast<float*>(arena + pos), 3 * n},
+                          {reinterpret_cast<float*>(arena + deltas), static_cast<std::size_t>(B)});
+        });
+        const bool pos_deltas = meet(pos, 3 * n * 4, deltas, static_cast<std::size_t>(B) * 4);
+        const bool pos_ids = meet(pos, 3 * n * 4, ids, n * 8), deltas_ids = meet(deltas, static_cast<std::size_t>(B) * 4, ids, n * 8);
+        const bool pos_mask = masked && meet(pos, 3 * n * 4, mask, n * 8);
+        const bool deltas_mask = masked && meet(deltas, static_cast<std::size_t>(B) * 4, mask, n * 8);
+        // the first pair in the order the check walks them is named
+        if (pos_deltas) expect(true, error, "position_ids", "rope_deltas");
+        else if (pos_ids) expect(true, error, "position_ids", "input_ids");
+        else if (pos_mask) expect(true, error, "position_ids", "attention_mask");
+        else if (deltas_ids) expect(true, error, "rope_deltas", "input_ids");
+        else if (deltas_mask) expect(true, error, "rope_deltas", "attention_mask");
+        else expect(false, error, "rope_index", "");
+        break;
+      }
+      case 3: {  // decode_positions_into: out against rope_deltas
+        const std::size_t count = 1 + rng() % 5, out_bytes = 3 * static_cast<std::size_t>(B) * count * 4;
+        const std::size_t o = offset(4, out_bytes), d = offset(4, static_cast<std::size_t>(B) * 4);
+        expect(meet(o, out_bytes, d, static_cast<std::size_t>(B) * 4), error_of([&] {
+                 decode_positions_into({reinterpret_cast<float*>(arena + d), static_cast<std::size_t>(B)}, 3,
+                                       static_cast<std::int64_t>(count),
+                                       {reinterpret_cast<float*>(arena + o), out_bytes / 4});
+               }),
+               "out", "rope_deltas");
+        break;
+      }
+    }
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(accepted, 100);
 }
 
 }  // namespace

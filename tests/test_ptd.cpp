@@ -13,11 +13,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
+#include "circlerope/kernels.h"
 #include "circlerope/rotary.h"
 #include "test_support.h"
 
@@ -452,6 +455,138 @@ TEST(Rotary, ValidateRejectsInconsistentConfigs) {
   }
   EXPECT_THROW(frequency_axes(odd), Error);
   EXPECT_THROW(inverse_frequencies(sum), Error);
+}
+
+// ---- the range of theta ---------------------------------------------------------------
+
+// A subnormal theta passed "finite and > 0": its frequencies theta^(-2i/D) reach 1e300 and
+// the angles overflow, so the table held NaN and inf with success and PTD printed "n/a".
+TEST(Rotary, SubnormalOrTinyThetaIsRefusedNotTurnedIntoNaN) {
+  std::vector<float> positions(3 * 4, 3.0f);
+  for (double theta : {1e-310, 5e-324, 1e-30, 0.5, std::nextafter(1.0, 0.0)}) {
+    RotaryConfig r;
+    r.theta = theta;
+    EXPECT_THAT(error_of([&] { make_rotary_table(r, positions.data(), 1, 4); }), HasSubstr("rope_theta must be in [1, 2^126"))
+        << theta;
+    const Positions p = layout_positions(parse_layout("text:3,image:2x2,text:2"), VisionConfig{}, Geometry{});
+    EXPECT_THAT(error_of([&] { coupling_metrics(p, r); }), HasSubstr("rope_theta")) << theta;
+  }
+}
+
+// Property: every theta in [1, 2^126] (log-uniform, and both ends) gives finite
+// frequencies and a finite table at any finite float32 position, FLT_MAX included; just
+// outside the range is refused.
+TEST(Rotary, ThetaRangeKeepsEveryFrequencyAndAngleFinite) {
+  std::mt19937_64 rng(0x7E7A);
+  std::uniform_real_distribution<double> exponent(0.0, 126.0);
+  const float far = std::numeric_limits<float>::max();
+  std::vector<float> positions = {0.0f, 1.0f, -far, 1e30f, far, -3.5f};  // [3][1][2]
+  std::vector<double> thetas = {kMinTheta, kMaxTheta, 1e6, 5e5};
+  for (int i = 0; i < 200; ++i) thetas.push_back(std::exp2(exponent(rng)));
+  for (double theta : thetas)
+    for (int dim : {2, 6, 128, 1024}) {
+      RotaryConfig r;
+      r.theta = theta;
+      r.rotary_dim = dim;
+      r.sections = {dim / 2, 0, 0};
+      for (double inv : inverse_frequencies(r)) {
+        ASSERT_TRUE(inv > 0 && inv <= 1) << theta << " " << dim << " " << inv;
+        ASSERT_GE(static_cast<float>(inv), std::numeric_limits<float>::min()) << theta << " " << dim;
+      }
+      const RotaryTable t = make_rotary_table(r, positions.data(), 1, 2);
+      for (float v : std::span<const float>(t.view().values, static_cast<std::size_t>(2 * dim)))
+        ASSERT_TRUE(std::isfinite(v)) << theta << " " << dim;
+    }
+  for (double theta : {std::nextafter(kMinTheta, 0.0), std::nextafter(kMaxTheta, HUGE_VAL), 0x1p127, 1e300}) {
+    RotaryConfig r;
+    r.theta = theta;
+    EXPECT_THAT(error_of([&] { validate(r); }), HasSubstr("rope_theta must be in [1, 2^126")) << theta;
+  }
+}
+
+// ---- the cost limits of PTD ------------------------------------------------------------
+
+// text:8000,image:100x80 took 7-21 s (four schemes) with no limit of its own, and at the
+// token cap the same loops would run for months holding ~17 GiB: refused now before
+// anything is allocated, naming the numbers.
+TEST(PtdLimits, CostPastTheWorkLimitIsRefusedBeforeAnyWork) {
+  const Positions p = layout_positions(parse_layout("text:8000,image:100x80"), VisionConfig{}, Geometry{});
+  EXPECT_THAT(error_of([&] { coupling_metrics(p, RotaryConfig{}); }),
+              HasSubstr("costs 8192000000 text x vision x frequency terms"));
+  EXPECT_THAT(error_of([&] { coupling_metrics(p, RotaryConfig{}); }), HasSubstr("more than 4294967296"));
+}
+
+TEST(PtdLimitsDeathTest, AtTheTokenCapItIsRefusedWithoutAllocating) {
+  // 2^23 text tokens and a 2^23-token image: 2^53 terms, ~17 GiB of features
+  const Positions p =
+      layout_positions(parse_layout("text:8388608,image:4096x2048"), VisionConfig{}, Geometry{Scheme::mrope, {}});
+  EXPECT_ERROR_IN_CHILD(coupling_metrics(p, RotaryConfig{}));
+  EXPECT_THAT(error_of([&] { coupling_metrics(p, RotaryConfig{}); }), HasSubstr("costs 9007199254740992"));
+  // many text tokens with a one-token block: little work, but the features of 2^24 - 1 text
+  // tokens would take 2.3 GiB
+  const Positions wide =
+      layout_positions(parse_layout("text:16777215,image:1x1"), VisionConfig{}, Geometry{Scheme::mrope, {}});
+  RotaryConfig small;
+  small.rotary_dim = 128;
+  EXPECT_EQ(ptd_cost(wide, small).work, int64_t{16777215} * 128);
+  EXPECT_THAT(error_of([&] { coupling_metrics(wide, small); }), HasSubstr("bytes of rotary features"));
+}
+
+// Property: ptd_cost is the formula of ptd.h on random layouts, and coupling_metrics is
+// refused exactly when it is past a limit (the runs that pass are small and fast).
+TEST(PtdLimits, CostIsTheDocumentedFormulaAndDecidesRefusal) {
+  std::mt19937_64 rng(0x97D);
+  for (int round = 0; round < 200; ++round) {
+    std::string layout;
+    int64_t text_total = 0;
+    std::vector<int64_t> blocks;
+    const int segments = 1 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < segments; ++i) {
+      if (!layout.empty()) layout += ",";
+      if (rng() % 2) {
+        const int64_t n = 1 + static_cast<int64_t>(rng() % 3000);
+        layout += "text:" + std::to_string(n);
+        text_total += n;
+      } else {
+        const int64_t h = 1 + static_cast<int64_t>(rng() % 60), w = 1 + static_cast<int64_t>(rng() % 60);
+        layout += "image:" + std::to_string(h) + "x" + std::to_string(w);
+        blocks.push_back(h * w);
+      }
+    }
+    RotaryConfig r;
+    r.rotary_dim = std::array<int, 4>{2, 16, 128, 1024}[rng() % 4];
+    r.sections = {r.rotary_dim / 2, 0, 0};
+    const Positions p = layout_positions(parse_layout(layout), VisionConfig{}, Geometry{Scheme::mrope, {}});
+    int64_t work = 0, widest = 0;
+    for (int64_t b : blocks) {
+      work += text_total > 0 ? text_total * b * r.rotary_dim : 0;
+      widest = std::max(widest, text_total > 0 ? b : 0);
+    }
+    const int64_t bytes = (text_total > 0 && !blocks.empty() ? text_total + widest : 0) * (r.rotary_dim * 8 + 24) + widest * 16;
+    const PtdCost cost = ptd_cost(p, r);
+    ASSERT_EQ(cost.work, work) << layout;
+    ASSERT_EQ(cost.bytes, bytes) << layout;
+    const bool over = work > kMaxPtdWork || bytes > kMaxPtdBytes;
+    if (over || work < (int64_t{1} << 24)) {  // run only the small ones
+      bool refused = false;
+      try {
+        coupling_metrics(p, r);
+      } catch (const Error& e) {
+        refused = true;
+        EXPECT_THAT(e.what(), HasSubstr("the limit of one call")) << layout;
+      }
+      EXPECT_EQ(refused, over) << layout;
+    }
+  }
+  // at the work limit exactly, and one text token past it (rotary_dim 2: 2^31 pairs)
+  RotaryConfig two;
+  two.rotary_dim = 2;
+  two.sections = {1, 0, 0};
+  const Positions at = layout_positions(parse_layout("text:32768,image:256x256"), VisionConfig{}, Geometry{Scheme::mrope, {}});
+  EXPECT_EQ(ptd_cost(at, two).work, kMaxPtdWork);
+  EXPECT_LE(ptd_cost(at, two).bytes, kMaxPtdBytes);
+  const Positions past = layout_positions(parse_layout("text:32769,image:256x256"), VisionConfig{}, Geometry{Scheme::mrope, {}});
+  EXPECT_THAT(error_of([&] { coupling_metrics(past, two); }), HasSubstr("costs 4295098368 text x vision"));
 }
 
 TEST(Rotary, LayoutNames) {

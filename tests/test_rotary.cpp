@@ -1282,9 +1282,7 @@ TEST(ConvertF16, EveryPatternDecodesExactlyAndRoundTrips) {
     const double want = f16_value(h);  // the reference's own decoding
     if (is_nan_bits(DType::float16, h)) {
       ASSERT_TRUE(std::isnan(f)) << std::hex << i;
-      const std::uint16_t back = cvt::float_to_f16(f);
-      ASSERT_TRUE(is_nan_bits(DType::float16, back)) << std::hex << i << " -> " << back;
-      ASSERT_EQ(back & 0x8000u, h & 0x8000u) << std::hex << i;
+      ASSERT_EQ(cvt::float_to_f16(f), 0x7E00u) << std::hex << i << ": every NaN is stored canonical (convert.h)";
       continue;
     }
     ASSERT_EQ(static_cast<double>(f), want) << std::hex << i;
@@ -1299,9 +1297,7 @@ TEST(ConvertBf16, EveryPatternRoundTrips) {
     const float f = cvt::bf16_to_float(h);
     ASSERT_EQ(std::bit_cast<std::uint32_t>(f), i << 16);
     if (is_nan_bits(DType::bfloat16, h)) {
-      const std::uint16_t back = cvt::float_to_bf16(f);
-      ASSERT_TRUE(is_nan_bits(DType::bfloat16, back)) << std::hex << i << " -> " << back;
-      ASSERT_EQ(back & 0x8000u, h & 0x8000u) << std::hex << i;
+      ASSERT_EQ(cvt::float_to_bf16(f), 0x7FC0u) << std::hex << i << ": every NaN is stored canonical (convert.h)";
       continue;
     }
     ASSERT_EQ(cvt::float_to_bf16(f), h) << std::hex << i;

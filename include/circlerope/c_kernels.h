@@ -23,6 +23,8 @@ extern "C" {
 
 /* Most threads a call may ask for (0 = all cores); more is CRP_INVALID_ARGUMENT. */
 #define CRP_MAX_THREADS 1024
+/* Most tensors one crp_rotate call takes (circlerope::kMaxTargets). */
+#define CRP_MAX_TARGETS 64
 
 typedef enum crp_frequency_layout {
   CRP_LAYOUT_CHUNKED = 0,     /* Qwen2-VL, Qwen2.5-VL */
@@ -53,7 +55,7 @@ typedef struct crp_rotate_params {
 } crp_rotate_params;
 
 typedef struct crp_rotary_config {
-  double theta;     /* rope_theta, > 0 */
+  double theta;     /* rope_theta, in [1, 2^126] (circlerope::kMinTheta .. kMaxTheta) */
   int rotary_dim;   /* even */
   int layout;       /* crp_frequency_layout */
   int sections[3];  /* temporal, height, width; sum rotary_dim / 2 (unused by SINGLE) */
@@ -107,8 +109,9 @@ crp_status crp_rotary_table_compute(const crp_rotary_config* config, const float
                                     int64_t batch, int64_t seq_len, int threads, int isa, float* values,
                                     size_t value_count, char* error, size_t error_size);
 
-/* Rotates `count` tensors: out[i] may be in[i] (in place) or must not share memory with it,
- * nor with another target's in or out. pairing: crp_pairing; direction: crp_direction;
+/* Rotates `count` (0..CRP_MAX_TARGETS) tensors: out[i] may be in[i] (in place) or must not
+ * share memory with it, nor with another target's in or out, nor with the table's values.
+ * pairing: crp_pairing; direction: crp_direction;
  * threads: 0 = all cores, <= CRP_MAX_THREADS. Nothing is written on failure. */
 crp_status crp_rotate(const crp_rotary_table* table, const crp_head_tensor* in,
                       const crp_head_tensor* out, int count, int pairing, int direction,

@@ -37,6 +37,8 @@ namespace circlerope {
 // Most threads a call may ask for (0 = all cores). More is refused with an Error: libgomp
 // segfaulted at 100000, exit()ed the process at INT_MAX, and no CPU has that many cores.
 inline constexpr int kMaxThreads = 1024;
+// Most targets one rotate call takes (q and k of every layer of a decode step fit).
+inline constexpr int kMaxTargets = 64;
 
 enum class DType { float32, bfloat16, float16 };
 enum class Pairing { neox, gptj };
@@ -164,7 +166,9 @@ struct RotaryTarget {
 
 // Rotates every target with the table's angles in one parallel pass (queries and keys of a
 // layer share the token's table row while it is in cache). head_dim of each target must be
-// >= the table's rotary dim; heads may differ between targets (GQA). Throws Error naming the
+// >= the table's rotary dim; heads may differ between targets (GQA); at most kMaxTargets
+// targets. No out may share a byte with another target's in or out, with its own in unless
+// it is the same view (in place), or with the table's values. Throws Error naming the
 // offending target and value; nothing is written when it throws.
 void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params = {});

@@ -45,8 +45,27 @@ struct CouplingMetrics {
   double rope_kernel_deviation = 0;
 };
 
+// Limits of one coupling_metrics call, checked from the positions' sizes before anything is
+// allocated or computed (the cost is text tokens x vision tokens x frequencies; at the token
+// cap it would take months and ~17 GiB):
+//  - work: the sum over blocks of (text tokens of its row) x (its tokens) x rotary_dim, at
+//    most kMaxPtdWork = 2^32 (about 3 s on the 2-core build machine; text:8000,image:100x80
+//    is 8.2e9 and refused);
+//  - memory: the rotary features of the text tokens of a row and of one block, 8 x rotary_dim
+//    bytes per token, plus the points, at most kMaxPtdBytes = 1 GiB.
+inline constexpr int64_t kMaxPtdWork = int64_t{1} << 32;
+inline constexpr int64_t kMaxPtdBytes = int64_t{1} << 30;
+
+struct PtdCost {
+  int64_t work = 0;   // text x vision x rotary_dim summed over blocks (INT64_MAX if beyond)
+  int64_t bytes = 0;  // features and points held at once
+};
+// The cost of coupling_metrics(positions, rotary), from the sizes alone (one pass over the
+// token map); throws Error for positions that are not rope_index/layout_positions output.
+PtdCost ptd_cost(const Positions& positions, const RotaryConfig& rotary);
+
 // The scheme the positions were made with (Positions::scheme) decides the distance (see
-// above). Masked tokens are excluded.
+// above). Masked tokens are excluded. Throws Error past the limits above, naming the numbers.
 CouplingMetrics coupling_metrics(const Positions& positions, const RotaryConfig& rotary);
 // The same, for callers that also name the scheme: throws Error if `scheme` is not the one the
 // positions were made with (a wrong scheme silently switched between the 1-D and the 3-axis

@@ -26,8 +26,18 @@ enum class FrequencyLayout { chunked, interleaved, single };
 std::string_view to_string(FrequencyLayout layout);
 FrequencyLayout parse_frequency_layout(std::string_view text);
 
+// The valid range of rope_theta. With theta >= 1 the frequencies theta^(-2i/D) fall from 1
+// to just above 1/theta (RoPE's ladder of wavelengths 2 pi .. 2 pi theta), so an angle is
+// never larger than its position: finite for every finite position. Below 1 the ladder runs
+// upwards and a tiny theta overflows it (a subnormal theta would make infinite angles and NaN
+// tables). Above 2^126 the slowest frequency, just above 1/theta, is no longer a normal
+// float32, which is what transformers computes inverse frequencies in (past 2^128 theta
+// itself is infinite there and every frequency but the first is 0).
+inline constexpr double kMinTheta = 1.0;
+inline constexpr double kMaxTheta = 0x1p126;  // 8.507e37
+
 struct RotaryConfig {
-  double theta = 1e6;                        // rope_theta, finite and > 0
+  double theta = 1e6;                        // rope_theta, in [kMinTheta, kMaxTheta]
   int rotary_dim = 128;                      // D, even, 2..1024
   FrequencyLayout layout = FrequencyLayout::chunked;
   std::array<int, 3> sections = {16, 24, 24};  // [st, sh, sw], sum D/2 (not read by `single`)

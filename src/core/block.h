@@ -25,7 +25,8 @@ inline constexpr float kLargestFrameTime = 2147483648.0f;
 
 // tau(f) of a video frame (SPEC 2). Qwen2.5-VL computes it in float32 in this
 // order, then truncates (torch .long()); we do the same so that fractional
-// second_per_grid_t lands on the same integer.
+// second_per_grid_t lands on the same integer. Where transformers multiplies integers
+// (4.52-5.17) the product is exact, past 2^24 too.
 // Callers check the last frame with frame_time_fits() first, so the cast
 // below stays defined (tau grows with f).
 // transformers 4.52-5.17 cast second_per_grid_t to int64 first (0.5 s becomes 0):
@@ -35,8 +36,10 @@ inline constexpr float kLargestFrameTime = 2147483648.0f;
 // frame index by that: trunc(f * (tps * s)), a different rounding than 4.49's (f * s) * tps.
 // The M-RoPE blocks of hf-5.3-5.5.3 and hf-5.5.4 have no frame time (block_interval below);
 // their other schemes use this 5.6 rule.
-inline float frame_time_float(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
-  if (vision.time == TimeMode::index) return static_cast<float>(f);
+// The value before truncation, as a double: exact where transformers multiplies integers
+// (below, the int64 branch), else the float32 value.
+inline double frame_time_value(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
+  if (vision.time == TimeMode::index) return static_cast<double>(f);
   const float tps32 = static_cast<float>(vision.tokens_per_second);
   switch (vision.compat) {
     case Compat::none:
@@ -51,7 +54,8 @@ inline float frame_time_float(int64_t f, double second_per_grid_t, const VisionC
     default: {  // hf-4.52, hf-5.2, hf-5.6 (and the other schemes of hf-5.3-5.5.3, hf-5.5.4)
       const double whole = std::trunc(second_per_grid_t);  // finite and >= 0 (validated)
       const double tps = vision.tokens_per_second;
-      if (tps == std::trunc(tps)) return static_cast<float>(static_cast<double>(f) * whole * tps);
+      // int64 x int64 x int: exact in double below 2^53 (callers stop at 2^31)
+      if (tps == std::trunc(tps)) return static_cast<double>(f) * whole * tps;
       return static_cast<float>(static_cast<double>(f) * whole) * static_cast<float>(tps);
     }
   }
@@ -68,10 +72,10 @@ inline double block_interval(double second_per_grid_t, const VisionConfig& visio
   return vision.tokens_per_second * std::trunc(second_per_grid_t);
 }
 inline bool frame_time_fits(int64_t t, double second_per_grid_t, const VisionConfig& vision) {
-  return frame_time_float(t - 1, second_per_grid_t, vision) < kLargestFrameTime;  // false for NaN
+  return frame_time_value(t - 1, second_per_grid_t, vision) < kLargestFrameTime;  // false for NaN
 }
 inline int64_t frame_time(int64_t f, double second_per_grid_t, const VisionConfig& vision) {
-  return static_cast<int64_t>(frame_time_float(f, second_per_grid_t, vision));
+  return static_cast<int64_t>(frame_time_value(f, second_per_grid_t, vision));
 }
 
 FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t wm);

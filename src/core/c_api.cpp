@@ -85,8 +85,13 @@ crp_vision_config to_c(const VisionConfig& v) {
           v.video_token_id, v.time == TimeMode::index ? 1 : 0, static_cast<int>(v.compat)};
 }
 
-std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name) {
+// `count` names the C field in messages. A count is checked against its cap before it sizes
+// anything: more grids than the tokens of a call cannot all have a vision block.
+std::vector<GridTHW> grids(const int64_t* thw, int64_t n, const char* name, const char* count) {
   if (n < 0 || (n > 0 && !thw)) throw Error(std::string(name) + ": NULL pointer or negative count");
+  if (n > kMaxTokens)
+    throw Error(std::string(count) + " " + std::to_string(n) + " is more than " + std::to_string(kMaxTokens) +
+                " (CRP_MAX_TOKENS): a call holds no more vision blocks than tokens");
   std::vector<GridTHW> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out[i] = {thw[3 * i], thw[3 * i + 1], thw[3 * i + 2]};
   return out;
@@ -204,8 +209,8 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
                   " tokens (CRP_MAX_TOKENS), the limit of one call");
     if (total > 0 && !in->input_ids) throw Error("crp_rope_index: input_ids is NULL");
     const auto n = static_cast<size_t>(total);
-    const std::vector<GridTHW> images = grids(in->image_grid_thw, in->n_images, "image_grid_thw");
-    const std::vector<GridTHW> videos = grids(in->video_grid_thw, in->n_videos, "video_grid_thw");
+    const std::vector<GridTHW> images = grids(in->image_grid_thw, in->n_images, "image_grid_thw", "n_images");
+    const std::vector<GridTHW> videos = grids(in->video_grid_thw, in->n_videos, "video_grid_thw", "n_videos");
     RopeIndexInput input{
         .input_ids = {in->input_ids, n},
         .batch = in->batch,

@@ -25,8 +25,12 @@ Centre grid_centre(int64_t hm, int64_t wm, const CircleConfig& config) {
   return {static_cast<double>(wm - 1) / 2.0, static_cast<double>(hm - 1) / 2.0};
 }
 
+// Sides first, then the cells against the cap of one call, before either sizes anything.
 void check_grid(int64_t hm, int64_t wm) {
   if (hm < 1 || wm < 1) detail::fail("vision grid ", hm, "x", wm, " must have sides >= 1");
+  int64_t cells = 0;
+  if (__builtin_mul_overflow(hm, wm, &cells) || cells > kMaxTokens)
+    detail::fail("vision grid ", hm, "x", wm, " has more than ", kMaxTokens, " cells, the limit of one call");
 }
 
 // atan2(y', x') of every cell, raster order (SPEC 3 step 4). A centred grid is
@@ -181,6 +185,7 @@ std::vector<AxisTriple> circle_ring(int64_t hm, int64_t wm, const CircleConfig& 
 
 std::vector<int64_t> frame_times(int64_t t, bool is_video, double second_per_grid_t,
                                  const VisionConfig& vision) {
+  if (t > kMaxTokens) detail::fail("a vision block of ", t, " frames has more than ", kMaxTokens, " tokens, the limit of one call");
   std::vector<int64_t> tau(static_cast<size_t>(std::max<int64_t>(t, 0)), 0);
   if (!is_video) return tau;
   if (t > 0 && !detail::frame_time_fits(t, second_per_grid_t, vision))
@@ -240,6 +245,8 @@ std::vector<AxisTriple> block_coordinates(const Geometry& geometry, int64_t t, i
   if (t < 1) detail::fail("vision block must have t >= 1 frames (got ", t, ")");
   if (static_cast<int64_t>(frame_time.size()) != t)
     detail::fail("block_coordinates: ", frame_time.size(), " frame times for t=", t);
+  if (t > kMaxTokens / std::max<int64_t>(hm, 1) / std::max<int64_t>(wm, 1))  // before the frame is sized
+    detail::fail("vision block ", t, "x", hm, "x", wm, " has more than ", kMaxTokens, " tokens, the limit of one call");
   const detail::FrameCoordinates frame = detail::frame_coordinates(geometry, hm, wm);
   const int64_t n = hm * wm;
   std::vector<AxisTriple> out;

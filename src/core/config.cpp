@@ -107,8 +107,11 @@ void validate(const VisionConfig& v) {
 }
 
 void validate(const RotaryConfig& r) {
-  if (!(std::isfinite(r.theta) && r.theta > 0))
-    fail("rope_theta must be finite and > 0 (got ", r.theta, ")");
+  // The one check of theta every front end goes through (rotary.h says why this range).
+  if (!(r.theta >= kMinTheta && r.theta <= kMaxTheta))
+    fail("rope_theta must be in [1, 2^126 = 8.507e37] (got ", r.theta,
+         "): below 1 the frequencies theta^(-2i/D) exceed 1 and overflow for a tiny theta, above 2^126 the "
+         "slowest is no normal float32");
   if (r.rotary_dim < 2 || r.rotary_dim > 1024 || r.rotary_dim % 2 != 0)
     fail("rotary dim must be even and in [2, 1024] (got ", r.rotary_dim, ")");
   if (r.layout == FrequencyLayout::single) return;

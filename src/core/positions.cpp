@@ -6,6 +6,9 @@
 // `Placer::place_row` writes the positions of a row's chunks.
 // Float32 rounding follows the reference where it decides visible values: the
 // running "next" position is rounded to float32 after every chunk, as torch does.
+// transformers (every hf-* compat mode) keeps M-RoPE, vanilla and unordered positions in
+// int64 instead: there "next", the chunk maxima and the deltas are exact (double holds every
+// integer these reach, below 2^53) and each value is rounded to float32 once, on output.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,12 +17,14 @@
 #include "block.h"
 #include "circlerope/circle.h"
 #include "circlerope/positions.h"
+#include "circlerope/detail/disjoint.h"
 #include "circlerope/detail/fail.h"
 #include "positions_simd.h"
 
 namespace circlerope {
 
 using detail::fail;
+using detail::region;
 
 namespace {
 
@@ -68,7 +73,8 @@ class Placer {
  public:
   Placer(const Geometry& geometry, const VisionConfig& vision)
       : geometry_(geometry), vision_(vision), kernels_(detail::positions_kernels()),
-        flat_(detail::flat_mrope_blocks(vision, geometry.scheme)) {}
+        flat_(detail::flat_mrope_blocks(vision, geometry.scheme)),
+        exact_(vision.compat != Compat::none && geometry.scheme != Scheme::circle) {}
 
   // Writes the row's unmasked positions; returns the rope delta (SPEC 1; Compat in
   // positions.h for the transformers behaviours). `padded`: the row has masked tokens. With
@@ -76,9 +82,12 @@ class Placer {
   // rope_index_into), with the same arithmetic, so a row that passed it cannot fail when written.
   float place_row(std::span<const Chunk> chunks, const RowOut& out, int64_t seq_len, bool padded,
                   std::vector<BlockInfo>* blocks) {
-    double next = 0.0;  // always a float32 value, like the reference's st_idx
-    float last_max = 0;  // of the last chunk: where the next one continues from
-    float row_max = -std::numeric_limits<float>::infinity();
+    // The running values: float32 values like the reference's st_idx, or exact integers
+    // (exact_: transformers' int64) rounded to float32 only where they are written.
+    auto kept = [this](double v) { return exact_ ? v : static_cast<double>(static_cast<float>(v)); };
+    double next = 0.0;
+    double last_max = 0;  // of the last chunk: where the next one continues from
+    double row_max = -std::numeric_limits<double>::infinity();
     int64_t k = 0;
     const bool write = out.t != nullptr;
     for (const Chunk& chunk : chunks) {
@@ -86,18 +95,18 @@ class Placer {
       if (out.token_block) std::fill_n(out.token_block + k, chunk.text, kTextToken);
       k += chunk.text;
       if (chunk.text > 0) {
-        last_max = static_cast<float>(next + static_cast<double>(chunk.text - 1));
+        last_max = kept(next + static_cast<double>(chunk.text - 1));
         row_max = std::max(row_max, last_max);
       }
       if (chunk.has_block) {
         const double anchor = next + static_cast<double>(chunk.text);
         const int64_t tokens = chunk.t * chunk.hm * chunk.wm;
         const BlockExtent extent = place_block(chunk, anchor, out, k);
-        row_max = std::max(row_max, extent.max);
+        row_max = std::max(row_max, kept(extent.max));
         // transformers 5.3 and later continue after a block from its first frame (start +
         // max(h, w)/m under M-RoPE), reusing a video's later temporal positions; everyone
         // else from the block's maximum.
-        last_max = compat_continues_from_first_frame(vision_.compat) ? extent.first_frame_max : extent.max;
+        last_max = kept(compat_continues_from_first_frame(vision_.compat) ? extent.first_frame_max : extent.max);
         if (blocks) {
           if (out.token_block) std::fill_n(out.token_block + k, tokens, static_cast<int32_t>(blocks->size()));
           blocks->push_back({out.row, out.padded_index(k), chunk.t, chunk.hm, chunk.wm, chunk.is_video,
@@ -106,18 +115,23 @@ class Placer {
         k += tokens;
       }
       if (chunk.text > 0 || chunk.has_block)
-        next = static_cast<double>(last_max + 1.0f);  // float32, as torch computes st_idx
+        next = kept(last_max + 1.0);  // float32 like the reference's st_idx, or exact
     }
     const Compat compat = vision_.compat;
     // transformers' text-only branch (4.49-5.1, a batch without grids) takes the row
     // maximum over the padded positions too, whose value is 1.
     if (text_only_batch_ && padded && (compat == Compat::hf_4_49 || compat == Compat::hf_4_52))
-      row_max = std::max(row_max, 1.0f);
-    const bool empty = row_max == -std::numeric_limits<float>::infinity();
+      row_max = std::max(row_max, 1.0);
+    const bool empty = row_max == -std::numeric_limits<double>::infinity();
+    // (max + 1) - length: in float32 steps like the reference, or exactly, rounded once
+    auto delta_from = [&](int64_t length) {
+      if (exact_) return static_cast<float>(row_max + 1.0 - static_cast<double>(length));
+      return (static_cast<float>(row_max) + 1.0f) - static_cast<float>(length);
+    };
     if (compat_deltas_count_real_tokens(compat))  // deltas against the unpadded length
-      return empty ? 0.0f : (row_max + 1.0f) - static_cast<float>(k);
+      return empty ? 0.0f : delta_from(k);
     float delta = empty ? static_cast<float>(-seq_len)  // empty row: decoding starts at 0
-                        : (row_max + 1.0f) - static_cast<float>(seq_len);
+                        : delta_from(seq_len);
     // Qwen2-VL's get_rope_index of 5.2 returns max(delta, 0).
     if (compat == Compat::hf_5_2 && vision_.time == TimeMode::index) delta = std::max(delta, 0.0f);
     return delta;
@@ -135,8 +149,8 @@ class Placer {
   }
 
   struct BlockExtent {
-    float max = 0;              // over every axis of every token
-    float first_frame_max = 0;  // over every axis of frame 0
+    double max = 0;              // over every axis of every token (exact: callers round)
+    double first_frame_max = 0;  // over every axis of frame 0
   };
 
   BlockExtent place_block(const Chunk& chunk, double anchor, const RowOut& out, int64_t k) {
@@ -164,8 +178,8 @@ class Placer {
       fail(kind_name(chunk.is_video), " ", chunk.grid_index, " of row ", out.row, ": positions reach ",
            std::fabs(high) > std::fabs(low) ? high : low,
            ", beyond float32 (is the radius or the move_to_positive offset too large?)");
-    // rounding is monotone: the max of the rounded values
-    return {static_cast<float>(high), static_cast<float>(first_high)};
+    // rounding is monotone: rounded by the caller, the max of the rounded values
+    return {high, first_high};
   }
 
   // Rule (B) of positions.h (M-RoPE, transformers 5.3-5.5.4): temporal c * interval for every
@@ -189,13 +203,14 @@ class Placer {
         }
     }
     const double side = anchor + static_cast<double>(std::max(chunk.hm, chunk.wm) - 1);
-    return {static_cast<float>(std::max(temporal, side)), static_cast<float>(side)};
+    return {std::max(temporal, side), side};
   }
 
   const Geometry& geometry_;
   const VisionConfig& vision_;
   const detail::PositionsKernels& kernels_;
-  const bool flat_;  // rule (B): detail::flat_mrope_blocks
+  const bool flat_;   // rule (B): detail::flat_mrope_blocks
+  const bool exact_;  // integer positions kept exact (transformers' int64), see the top
   bool text_only_batch_ = false;
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
@@ -484,6 +499,15 @@ void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
          " x ", input.seq_len, " = ", 3 * n);
   if (rope_deltas.size() != static_cast<size_t>(input.batch))
     fail("rope_deltas output has ", rope_deltas.size(), " floats, expected batch = ", input.batch);
+  detail::require_disjoint(
+      "rope_index",
+      {region(position_ids.data(), position_ids.size(), "position_ids"),
+       region(rope_deltas.data(), rope_deltas.size(), "rope_deltas")},
+      {region(input.input_ids.data(), input.input_ids.size(), "input_ids"),
+       region(input.attention_mask.data(), input.attention_mask.size(), "attention_mask"),
+       region(input.image_grid_thw.data(), input.image_grid_thw.size(), "image_grid_thw"),
+       region(input.video_grid_thw.data(), input.video_grid_thw.size(), "video_grid_thw"),
+       region(input.second_per_grid_ts.data(), input.second_per_grid_ts.size(), "second_per_grid_ts")});
   build(input, vision, geometry, position_ids.data(), rope_deltas.data(), nullptr, nullptr, nullptr);
 }
 
@@ -593,6 +617,8 @@ void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cac
     fail("decode positions: the output holds ", out.size(), " floats, expected 3 x ", rope_deltas.size(), " x ",
          count, " = ", expected);
   if (expected > 0 && out.data() == nullptr) fail("decode positions: the output is null");
+  detail::require_disjoint("decode positions", {region(out.data(), out.size(), "out")},
+                           {region(rope_deltas.data(), rope_deltas.size(), "rope_deltas")});
   fill_decode(rope_deltas, first_cache_position, count, out.data());
 }
 

@@ -1,7 +1,9 @@
 // PTD (SPEC 5) and the RoPE kernel deviation (DESIGN.md), per block and per row.
 #include "circlerope/ptd.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <limits>
 
 #include "circlerope/detail/fail.h"
@@ -36,6 +38,41 @@ double mean_abs_deviation(const std::vector<double>& v) {
 
 }  // namespace
 
+// Tokens are at most kMaxTokens (2^24) and rotary_dim at most 1024, so a block's term is
+// below 2^58; the sum over up to 2^24 blocks saturates. Blocks come row after row
+// (rope_index, layout_positions); the metrics walk them with one cursor, so other orders are
+// refused here.
+PtdCost ptd_cost(const Positions& pos, const RotaryConfig& rotary) {
+  validate(rotary);
+  if (pos.batch < 0 || pos.seq_len < 0 || pos.batch > kMaxTokens || pos.seq_len > kMaxTokens ||
+      pos.token_block.size() != static_cast<size_t>(pos.batch * pos.seq_len))
+    detail::fail("coupling_metrics needs the token map of rope_index/layout_positions");
+  const int64_t dim = rotary.rotary_dim;
+  PtdCost cost;
+  int64_t widest_row = 0, widest_block = 0;
+  size_t next = 0;  // the first block of the row
+  for (int64_t row = 0; row < pos.batch; ++row) {
+    const int32_t* kind = pos.token_block.data() + row * pos.seq_len;
+    int64_t text = 0;
+    for (int64_t s = 0; s < pos.seq_len; ++s) text += kind[s] == kTextToken;
+    for (; next < pos.blocks.size() && pos.blocks[next].row == row; ++next) {
+      if (text == 0) continue;
+      const int64_t tokens = std::clamp<int64_t>(pos.blocks[next].tokens(), 0, pos.seq_len);
+      widest_block = std::max(widest_block, tokens);
+      widest_row = std::max(widest_row, text);
+      if (__builtin_add_overflow(cost.work, text * tokens * dim, &cost.work))
+        cost.work = std::numeric_limits<int64_t>::max();
+    }
+  }
+  if (next != pos.blocks.size())
+    detail::fail("coupling_metrics: block ", next, " is out of row order (row ", pos.blocks[next].row,
+                 "); use the positions of rope_index/layout_positions");
+  // the features (cos and sin of every frequency, doubles) and the point of every text token
+  // of a row and every token of a block, and one distance and kernel value per block token
+  cost.bytes = (widest_row + widest_block) * (dim * 8 + static_cast<int64_t>(sizeof(Point))) + widest_block * 2 * 8;
+  return cost;
+}
+
 CouplingMetrics coupling_metrics(const Positions& pos, Scheme scheme, const RotaryConfig& rotary) {
   if (scheme != pos.scheme)
     detail::fail("coupling_metrics: scheme ", to_string(scheme), " is not the scheme ", to_string(pos.scheme),
@@ -45,9 +82,17 @@ CouplingMetrics coupling_metrics(const Positions& pos, Scheme scheme, const Rota
 
 CouplingMetrics coupling_metrics(const Positions& pos, const RotaryConfig& rotary) {
   const Scheme scheme = pos.scheme;
-  validate(rotary);
-  if (pos.token_block.size() != static_cast<size_t>(pos.batch * pos.seq_len))
-    detail::fail("coupling_metrics needs the token map of rope_index/layout_positions");
+  const PtdCost cost = ptd_cost(pos, rotary);  // before anything is allocated
+  if (cost.work > kMaxPtdWork)
+    detail::fail("PTD of these positions costs ",
+                 cost.work == std::numeric_limits<int64_t>::max() ? std::string("more than 2^63")
+                                                                   : std::to_string(cost.work),
+                 " text x vision x frequency terms (the text tokens of each block's row x the block's tokens x "
+                 "rotary_dim ", rotary.rotary_dim, ", summed), more than ", kMaxPtdWork,
+                 ", the limit of one call; use fewer tokens");
+  if (cost.bytes > kMaxPtdBytes)
+    detail::fail("PTD of these positions needs ", cost.bytes, " bytes of rotary features (rotary_dim ",
+                 rotary.rotary_dim, "), more than ", kMaxPtdBytes, ", the limit of one call; use fewer tokens");
   const std::vector<int> axes = frequency_axes(rotary);
   const std::vector<double> inv = inverse_frequencies(rotary);
   const size_t feat = 2 * inv.size();
@@ -62,10 +107,14 @@ CouplingMetrics coupling_metrics(const Positions& pos, const RotaryConfig& rotar
   CouplingMetrics out;
   std::vector<Point> text, vision;
   std::vector<double> text_feat, vision_feat, dist, kern;
+  size_t next_block = 0;  // blocks come row after row (check_cost)
   for (int64_t row = 0; row < pos.batch; ++row) {
     auto point = [&](int64_t s) {
       return Point{pos.at(0, row, s), pos.at(1, row, s), pos.at(2, row, s)};
     };
+    const size_t first_block = next_block;
+    while (next_block < pos.blocks.size() && pos.blocks[next_block].row == row) ++next_block;
+    if (first_block == next_block) continue;  // no block: nothing to measure (and no features)
     const int32_t* kind = pos.token_block.data() + row * pos.seq_len;
     text.clear();
     for (int64_t s = 0; s < pos.seq_len; ++s)
@@ -75,11 +124,12 @@ CouplingMetrics coupling_metrics(const Positions& pos, const RotaryConfig& rotar
     for (size_t i = 0; i < text.size(); ++i) rope_features(text[i], axes, inv, &text_feat[i * feat]);
 
     RowMetrics row_metrics{.row = row};
-    for (size_t b = 0; b < pos.blocks.size(); ++b) {
-      if (pos.blocks[b].row != row) continue;
+    for (size_t b = first_block; b < next_block; ++b) {
       vision.clear();
+      // a block's tokens follow its first one (masked tokens may sit between them)
       const int64_t begin = pos.blocks[b].begin;
-      for (int64_t s = begin; s < pos.seq_len; ++s)
+      const auto wanted = static_cast<size_t>(std::min(pos.blocks[b].tokens(), pos.seq_len));
+      for (int64_t s = begin; s < pos.seq_len && vision.size() < wanted; ++s)
         if (kind[s] == static_cast<int32_t>(b)) vision.push_back(point(s));
       vision_feat.resize(vision.size() * feat);
       for (size_t i = 0; i < vision.size(); ++i)

@@ -27,7 +27,8 @@ static_assert(static_cast<int>(Isa::automatic) == CRP_ISA_AUTOMATIC && static_ca
                   static_cast<int>(Isa::avx2) == CRP_ISA_AVX2 && static_cast<int>(Isa::avx512) == CRP_ISA_AVX512 &&
                   static_cast<int>(Isa::avx512bf16) == CRP_ISA_AVX512BF16,
               "crp_isa values are cast to circlerope::Isa");
-static_assert(CRP_MAX_THREADS == kMaxThreads, "the C header states the kernels' limit");
+static_assert(CRP_MAX_THREADS == kMaxThreads && CRP_MAX_TARGETS == kMaxTargets,
+              "the C header states the kernels' limits");
 
 // Isa values a C caller may pass: automatic .. avx512bf16 (kernels.h; a path added there is
 // added here and to crp_isa).
@@ -36,6 +37,8 @@ constexpr int kIsaCount = static_cast<int>(Isa::avx512bf16) + 1;
 void rotate_targets(const RotaryTableView& table, const crp_head_tensor* in, const crp_head_tensor* out, int count,
                     const crp_rotate_params* c_params) {
   if (count < 0) fail("count ", count, " is negative");
+  // The cap of rotate() (kernels.h), checked before the count sizes anything here.
+  if (count > kMaxTargets) fail("at most ", kMaxTargets, " targets per call (got ", count, ")");
   if (count > 0 && (!in || !out)) fail("in or out is NULL with count ", count);
   crp_rotate_params p{};
   if (c_params) p = *c_params;

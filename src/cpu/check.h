@@ -35,4 +35,10 @@ std::int64_t check_table_request(const RotaryConfig& config, const float* positi
                                  std::int64_t batch, std::int64_t seq_len, int threads,
                                  bool positions_on_host);
 
+// The caller's output of a table request (make_rotary_table_into, CPU and CUDA): it holds
+// exactly tokens x rotary_dim floats, is non-null unless empty, aligned to 4 bytes, and shares
+// no byte with the positions it is computed from (detail/disjoint.h).
+void check_table_output(const RotaryConfig& config, const float* position_ids, std::int64_t batch,
+                        std::int64_t seq_len, std::int64_t tokens, std::span<float> values);
+
 }  // namespace circlerope::detail

@@ -1,6 +1,20 @@
-// Internal: bf16 / fp16 <-> float32, round to nearest even, NaN kept NaN. Branch-free integer
-// forms so that the compiler vectorises them on any ISA; kernels compiled with F16C use the
-// hardware conversion for fp16 instead (kernel_impl.h).
+// Internal: bf16 / fp16 <-> float32, round to nearest even. Branch-free integer forms so that
+// the compiler vectorises them on any ISA; kernels compiled with F16C use the hardware
+// conversion for fp16 instead (simd.h).
+//
+// The NaN rule of every store (these functions, every backend of simd.h, the CUDA device code
+// in src/cuda/rotary_device.h, and reference::to_bfloat16 / to_float16 that the tests hold
+// them to): a NaN result is written as the canonical quiet NaN of its storage type, sign bit
+// clear, payload zero:
+//
+//   float32 0x7FC00000    bfloat16 0x7FC0    float16 0x7E00
+//
+// (bfloat16's is what PyTorch's own float -> bfloat16 conversion writes for every NaN.) A
+// payload is not kept because the fp32 arithmetic before the store does not fix one: which of
+// two NaN operands survives depends on the operand order of the instruction the compiler
+// picks (x86 has three FMA forms), negation flips a NaN's sign on some paths and not on
+// others, and GPUs return their own canonical NaN. One fixed NaN makes every path and
+// backend write the same bits.
 #pragma once
 
 #include <bit>
@@ -15,13 +29,23 @@ inline float bf16_to_float(std::uint16_t h) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
+inline constexpr std::uint32_t kQuietNanF32 = 0x7FC00000u;
+inline constexpr std::uint16_t kQuietNanBf16 = 0x7FC0u;
+inline constexpr std::uint16_t kQuietNanF16 = 0x7E00u;
+
+// fp32 stores: any NaN becomes the canonical one, everything else is kept.
+inline float quiet_nan(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  return std::bit_cast<float>((u & 0x7FFFFFFFu) > 0x7F800000u ? kQuietNanF32 : u);
+}
+
 inline std::uint16_t float_to_bf16(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   // Add half an ulp of bf16, plus one when the kept part is odd: ties go to even.
   const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  // A NaN would round into another NaN, infinity or a sign flip: it is written canonical.
   const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-  // A NaN could round into infinity: keep its top bits and force the quiet bit instead.
-  return static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x0040u) : rounded);
+  return static_cast<std::uint16_t>(nan ? kQuietNanBf16 : rounded);
 }
 
 inline float f16_to_float(std::uint16_t h) {
@@ -42,7 +66,7 @@ inline std::uint16_t float_to_f16(float f) {
   const std::uint32_t a = u & 0x7FFFFFFFu;
   std::uint32_t out;
   if (a > 0x7F800000u) {
-    out = 0x7E00u | ((a >> 13) & 0x03FFu);  // NaN stays NaN (quiet)
+    return kQuietNanF16;  // the canonical NaN, sign clear
   } else if (a >= 0x477FF000u) {
     out = 0x7C00u;  // rounds to 65536 or more: infinity
   } else if (a < 0x38800000u) {

@@ -205,16 +205,20 @@ bool same_view(const HeadTensor& a, const HeadTensor& b) {
   return a.data == b.data && a.strides == b.strides;
 }
 
-// Throws the message parts unless the byte sets of a and b are disjoint (overlap.h).
+// Throws the message parts unless the overlap decision (overlap.h) says disjoint.
 template <typename... Parts>
-void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... message) {
-  switch (cpu::byte_overlap(a, b)) {
+void require_disjoint(cpu::Overlap decision, const Parts&... message) {
+  switch (decision) {
     case cpu::Overlap::disjoint: return;
     case cpu::Overlap::shared: fail(message...);
     case cpu::Overlap::undecided:
       fail(message..., "? (undecided: their strides are too irregular to tell within the work limit; give "
-                       "the targets separate buffers)");
+                       "each its own buffer)");
   }
+}
+template <typename... Parts>
+void require_disjoint(const HeadTensor& a, const HeadTensor& b, const Parts&... message) {
+  require_disjoint(cpu::byte_overlap(a, b), message...);
 }
 
 }  // namespace
@@ -291,7 +295,8 @@ std::vector<CheckedTarget> check_rotate_targets(const RotaryTableView& table,
     fail("table: values ", static_cast<const void*>(table.values), " are not aligned to 4 bytes (float32)");
   std::vector<CheckedTarget> checked;
   if (targets.empty()) return checked;
-  if (targets.size() > 64) fail("at most 64 targets per call (got ", targets.size(), ")");
+  if (targets.size() > static_cast<std::size_t>(kMaxTargets))
+    fail("at most ", kMaxTargets, " targets per call (got ", targets.size(), ")");
 
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const HeadTensor& in = targets[i].in;
@@ -340,6 +345,11 @@ std::vector<CheckedTarget> check_rotate_targets(const RotaryTableView& table,
     if (may_overlap_itself(out))
       fail(name, ": out strides ", shape_text(out.strides), " for shape ",
            shape_text(out.shape), " may write one element twice");
+    // The table is read while the outs are written (bounded sizes: at most 2^24 tokens x
+    // 1024 floats).
+    const auto table_bytes = static_cast<std::size_t>(table.batch * table.seq_len * rot) * sizeof(float);
+    require_disjoint(cpu::byte_overlap(out, table.values, table_bytes), name,
+                     ": out shares memory with the table's values (they are read while out is written)");
     checked.push_back({in, out, in_place, i});
   }
   return checked;
@@ -371,14 +381,19 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
       job.out_stride[d] = out.strides[d];
     }
     job.in_place = c.in_place;
-    // Streaming stores (below) need an out of place target with 16-byte aligned rows.
+    // Streaming stores (below) need an out of place target with 16-byte aligned rows. A
+    // dimension of size 1 never steps, so its stride (any value: the spans ignore it) is not
+    // looked at, and no stride is multiplied: 16 bytes are 16 / size elements.
+    const auto size = static_cast<std::int64_t>(dtype_size(out.dtype));
     bool aligned = reinterpret_cast<std::uintptr_t>(out.data) % 16 == 0;
     for (std::size_t d = 0; d < 3; ++d)
-      aligned = aligned && (out.strides[d] * static_cast<std::int64_t>(dtype_size(out.dtype))) % 16 == 0;
+      aligned = aligned && (out.shape[d] <= 1 || out.strides[d] % (16 / size) == 0);
     job.stream = !c.in_place && aligned;
     jobs.push_back(job);
-    bytes += 2 * in.shape[0] * in.shape[1] * in.shape[2] * in.shape[3] *
-             static_cast<std::int64_t>(dtype_size(in.dtype));
+    // An out's elements have distinct offsets below kMaxOffset (checked), so one target's
+    // traffic is below 2^62 bytes; the sum over targets saturates.
+    const std::int64_t traffic = 2 * in.shape[0] * in.shape[1] * in.shape[2] * in.shape[3] * size;
+    if (__builtin_add_overflow(bytes, traffic, &bytes)) bytes = std::numeric_limits<std::int64_t>::max();
   }
   // Out of place and larger than a last-level cache slice: write around the cache. A cached
   // write first reads the line it fills (three streams instead of two); measured on S=16384

@@ -107,4 +107,14 @@ Overlap byte_overlap(const HeadTensor& a, const HeadTensor& b, int budget) {
   return decide(lattice(a), lattice(b), budget);
 }
 
+Overlap byte_overlap(const HeadTensor& a, const void* data, std::size_t bytes, int budget) {
+  for (std::size_t k = 0; k < 4; ++k)
+    if (a.shape[k] == 0) return Overlap::disjoint;
+  if (bytes == 0) return Overlap::disjoint;
+  Lattice run;  // one run, no dimension
+  run.base = static_cast<Wide>(reinterpret_cast<std::uintptr_t>(data));
+  run.width = static_cast<Wide>(bytes);
+  return decide(lattice(a), run, budget);
+}
+
 }  // namespace circlerope::cpu

@@ -17,6 +17,7 @@
 // strides: past it the answer is `undecided`, which callers refuse with a message.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "circlerope/kernels.h"
@@ -28,5 +29,7 @@ enum class Overlap { disjoint, shared, undecided };
 // Views must have non-negative strides and sizes whose offsets fit (dispatch.cpp checks
 // both before asking). An empty view shares nothing.
 Overlap byte_overlap(const HeadTensor& a, const HeadTensor& b, int budget = 4096);
+// A view against the contiguous bytes [data, data + bytes) (a rotary table's values).
+Overlap byte_overlap(const HeadTensor& a, const void* data, std::size_t bytes, int budget = 4096);
 
 }  // namespace circlerope::cpu

@@ -3,7 +3,8 @@
 // data: the candidate must give the same bits as a trusted kernel (avx2) on a small set of
 // rows that reach every branch of the vector path (the two-vector and one-vector steps, masked
 // tails of both pairings, pass-through, streaming stores at every alignment, in place), with
-// values that make the bf16 rounding decide ties, subnormals and overflow. A few microseconds,
+// values that make the bf16 rounding decide ties, subnormals and overflow, and NaNs of every
+// kind in inputs and table (the NaN rule of convert.h). A few microseconds,
 // once per process. Header-only and allocation-free so that the freestanding emulator test
 // (tests/avx512_emulator) runs this very function under Bochs.
 #pragma once
@@ -29,11 +30,18 @@ inline std::uint32_t next(std::uint64_t& state) {
 }
 
 // Input element k as raw storage bits: mostly ordinary values of many magnitudes, some
-// exact zeros and, for bf16, subnormals (whose rotation gives fp32 subnormals) and values
-// next to the largest finite one (whose rotation can round to infinity).
+// exact zeros, some NaNs with random payloads and signs and, for bf16, subnormals (whose
+// rotation gives fp32 subnormals) and values next to the largest finite one (whose rotation
+// can round to infinity).
 inline std::uint32_t input_bits(DType dtype, std::uint64_t& state) {
   const std::uint32_t r = next(state);
   const std::uint32_t sign = r & 0x80000000u;
+  if (r % 37 == 0) {  // NaN: all-ones exponent, a payload that is not zero
+    const std::uint32_t payload = next(state) | 1u;
+    return dtype == DType::float32 ? sign | 0x7F800000u | (payload & 0x7FFFFFu)
+           : dtype == DType::bfloat16 ? (sign >> 16) | 0x7F80u | (payload & 0x7Fu)
+                                      : (sign >> 16) | 0x7C00u | (payload & 0x3FFu);
+  }
   switch (dtype) {
     case DType::float32: {
       const std::uint32_t exponent = 127 - 20 + (r >> 8) % 41;  // 2^-20 .. 2^20
@@ -57,10 +65,17 @@ inline std::uint32_t input_bits(DType dtype, std::uint64_t& state) {
 
 // Table row entries: |c|, |s| <= 1 mostly; every third token instead multiplies by
 // 1 + k 2^-8 with s = 0, which puts fp32 results of bf16 inputs exactly halfway between two
-// bf16 values (ties to even decide them).
+// bf16 values (ties to even decide them). A few are NaNs whose low payload bits make an
+// unguarded integer rounding carry into the sign (0x7FFFFFFF) or the exponent.
 inline float table_value(int token, int i, bool is_sin, std::uint64_t& state) {
   if (token % 3 == 2) return is_sin ? 0.0f : 1.0f + static_cast<float>(1 + 2 * (i % 64)) * 0x1p-8f;
   const std::uint32_t r = next(state);
+  if (r % 29 == 0) {
+    const std::uint32_t nan = (r & 64) ? 0x7FFFFFFFu : 0xFF808001u;
+    float f;
+    std::memcpy(&f, &nan, sizeof f);
+    return f;
+  }
   const float unit = static_cast<float>(r >> 8) * 0x1p-24f;  // [0, 1)
   return (r & 1) ? -unit : unit;
 }

@@ -18,9 +18,10 @@
 // Semantics every backend implements identically (the tests hold them to bit identity):
 //  - load<T>(p) widens L elements of storage T to fp32 exactly; load<T>(p, m) reads only the
 //    first m lanes and sets the others to +0.
-//  - store<T>(p, v) rounds to T to nearest even (bf16: the integer rounding of convert.h
-//    without its NaN guard, see round_bf16; fp16: F16C's); store<T>(p, v, m) writes only the
-//    first m lanes. stream2 is store2 with non-temporal stores where the address allows.
+//  - store<T>(p, v) rounds to T to nearest even (bf16: the integer rounding of convert.h;
+//    fp16: F16C's) after quiet() has made every NaN lane the canonical NaN, so that every
+//    store writes convert.h's NaN rule; store<T>(p, v, m) writes only the first m lanes.
+//    stream2 is store2 with non-temporal stores where the address allows.
 //  - fmadd(a, b, c) = a*b + c and fmsub(a, b, c) = a*b - c with one rounding (FMA), mul one.
 //  - dup_lo / dup_hi / swap_pairs / flip_even: the lane shuffles of the gptj pairing.
 #pragma once
@@ -52,7 +53,7 @@ inline float widen(typename T::Storage v) {
 
 template <class T>
 inline typename T::Storage narrow(float v) {
-  if constexpr (std::is_same_v<T, F32>) return v;
+  if constexpr (std::is_same_v<T, F32>) return quiet_nan(v);
   else if constexpr (std::is_same_v<T, BF16>) return float_to_bf16(v);
   else return float_to_f16(v);
 }
@@ -82,9 +83,29 @@ struct Generic {
   }
   template <class T> static Vec load(const float* p) { return load(p); }
   template <class T> static Vec load(const float* p, Mask n) { return load(p, n); }
-  template <class T> static void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+  // Every NaN lane becomes convert.h's canonical NaN, decided on the bits (|bits| above
+  // infinity's) in 16-byte integer halves: a compare on the whole 32-byte vector, wider than
+  // SSE2's registers, is scalarised by GCC (a cmp and a cmov per lane, 3.7x the instructions
+  // of the whole fp32 rotation).
+  using Half = std::int32_t __attribute__((vector_size(16)));
+  struct Halves {
+    Half lo, hi;
+  };
+  static Half quiet(Half u) {
+    const Half nan = (u & 0x7FFFFFFF) > 0x7F800000;
+    return (u & ~nan) | (nan & static_cast<std::int32_t>(kQuietNanF32));
+  }
+  static Vec quiet(Vec v) {
+    const Halves h = __builtin_bit_cast(Halves, v);
+    return __builtin_bit_cast(Vec, Halves{quiet(h.lo), quiet(h.hi)});
+  }
+  template <class T> static void store(float* p, Vec v) {
+    const Vec q = quiet(v);
+    std::memcpy(p, &q, sizeof q);
+  }
   template <class T> static void store(float* p, Vec v, Mask n) {
-    std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
+    const Vec q = quiet(v);
+    std::memcpy(p, &q, static_cast<std::size_t>(n) * sizeof(float));
   }
   template <class T> static void store2(float* p, Vec a, Vec b) {
     store<T>(p, a);
@@ -159,6 +180,13 @@ struct Avx2x16 {
     }
   }
 
+  // Every NaN lane becomes convert.h's canonical NaN; each store below starts with it.
+  static __m256 quiet8(__m256 v) {
+    return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(kQuietNanF32))),
+                            _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  static Vec quiet(Vec v) { return {quiet8(v.lo), quiet8(v.hi)}; }
+
   // bf16 rounding of eight lanes, as 32-bit lanes whose upper halves are zero (see Avx512).
   static __m256i round8_bf16(__m256 v) {
     const __m256i u = _mm256_castps_si256(v);
@@ -173,6 +201,7 @@ struct Avx2x16 {
 
   template <class T>
   static void store(typename T::Storage* p, Vec v) {
+    v = quiet(v);
     if constexpr (std::is_same_v<T, F32>) {
       _mm256_storeu_ps(p, v.lo);
       _mm256_storeu_ps(p + 8, v.hi);
@@ -186,6 +215,7 @@ struct Avx2x16 {
   template <class T>
   static void store(typename T::Storage* p, Vec v, Mask n) {
     if constexpr (std::is_same_v<T, F32>) {
+      v = quiet(v);  // (the 16-bit types are quieted by store below)
       _mm256_maskstore_ps(p, lanes8(n), v.lo);
       if (n > 8) _mm256_maskstore_ps(p + 8, lanes8(n - 8), v.hi);
     } else {
@@ -219,6 +249,7 @@ struct Avx2x16 {
   }
   template <class T>
   static void stream1(typename T::Storage* p, Vec v) {
+    v = quiet(v);
     if constexpr (std::is_same_v<T, F32>) {
       stream_bytes32(p, _mm256_castps_si256(v.lo));
       stream_bytes32(p + 8, _mm256_castps_si256(v.hi));
@@ -303,10 +334,15 @@ struct Avx512 {
     }
   }
 
+  // Every NaN lane becomes convert.h's canonical NaN; each store below starts with it.
+  static Vec quiet(Vec v) {
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                              _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(kQuietNanF32))));
+  }
+
   // bf16 rounding as in convert.h, to nearest even, as 32-bit lanes whose upper halves are
-  // zero. No NaN guard: every NaN here comes from a bf16 input (low 16 bits zero; arithmetic
-  // keeps the payload) or is the hardware's default NaN (low bits zero too), the table holds
-  // no NaN, so adding the rounding bias never carries out of a NaN's low half.
+  // zero. Lanes must have passed quiet(): the bias added to a NaN with low payload bits
+  // would carry into its exponent and sign (0x7FFFFFFF would round to -0).
   static __m512i round_bf16(Vec v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -322,12 +358,14 @@ struct Avx512 {
 
   template <class T>
   static void store(typename T::Storage* p, Vec v) {
+    v = quiet(v);
     if constexpr (std::is_same_v<T, F32>) _mm512_storeu_ps(p, v);
     else if constexpr (std::is_same_v<T, BF16>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16_bf16(v));
     else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16_f16(v));
   }
   template <class T>
   static void store(typename T::Storage* p, Vec v, Mask m) {
+    v = quiet(v);
     if constexpr (std::is_same_v<T, F32>) _mm512_mask_storeu_ps(p, m, v);
     else if constexpr (std::is_same_v<T, BF16>) _mm256_mask_storeu_epi16(p, m, narrow16_bf16(v));
     else _mm256_mask_storeu_epi16(p, m, narrow16_f16(v));
@@ -335,7 +373,7 @@ struct Avx512 {
   template <class T>
   static void store2(typename T::Storage* p, Vec a, Vec b) {
     if constexpr (std::is_same_v<T, BF16>) {
-      _mm512_storeu_si512(p, narrow32_bf16(a, b));
+      _mm512_storeu_si512(p, narrow32_bf16(quiet(a), quiet(b)));
     } else {
       store<T>(p, a);
       store<T>(p + 16, b);
@@ -373,12 +411,15 @@ struct Avx512 {
   }
   template <class T>
   static void stream1(typename T::Storage* p, Vec v) {
+    v = quiet(v);
     if constexpr (std::is_same_v<T, F32>) stream_bytes64(p, _mm512_castps_si512(v));
     else if constexpr (std::is_same_v<T, BF16>) stream_bytes32(p, narrow16_bf16(v));
     else stream_bytes32(p, narrow16_f16(v));
   }
   template <class T>
   static void stream2(typename T::Storage* p, Vec a, Vec b) {
+    a = quiet(a);
+    b = quiet(b);
     if constexpr (std::is_same_v<T, F32>) {
       stream_bytes64(p, _mm512_castps_si512(a));
       stream_bytes64(p + 16, _mm512_castps_si512(b));
@@ -413,12 +454,13 @@ struct Avx512 {
 
 #if defined(__AVX512BF16__)
 // ---- avx512bf16: Avx512 with the hardware's bf16 conversion ---------------------------------
-// VCVTNEPS2BF16 / VCVTNE2PS2BF16 round to nearest even like round_bf16, with one difference:
-// they treat fp32 subnormal inputs as zero. Lanes holding one (exponent 0, mantissa not 0)
-// are redone in integer arithmetic, so the stored bits equal Avx512's for every input.
-// NEVER EXECUTED by this project's tests: no machine or emulator available to it has
-// AVX512_BF16 (Bochs 2.7 lacks it). dispatch.cpp runs it only after a known-answer
-// comparison with avx2 passes on the CPU at hand, and `automatic` does not choose it.
+// VCVTNEPS2BF16 / VCVTNE2PS2BF16 round to nearest even like round_bf16, with two differences:
+// they treat fp32 subnormal inputs as zero, and they keep a NaN's upper payload. Lanes
+// holding a subnormal (exponent 0, mantissa not 0) are redone in integer arithmetic, and
+// NaN lanes are made canonical first (quiet), so the stored bits equal Avx512's for every
+// input. Bochs 2.7 lacks AVX512_BF16; the tests run this path on CPUs that have it (Zen 4).
+// dispatch.cpp runs it only after a known-answer comparison with avx2 passes on the CPU at
+// hand, and `automatic` does not choose it.
 struct Avx512Bf16 : Avx512 {
   static Mask subnormal(Vec v) {
     const __m512i u = _mm512_castps_si512(v);
@@ -437,27 +479,27 @@ struct Avx512Bf16 : Avx512 {
 
   template <class T>
   static void store(typename T::Storage* p, Vec v) {
-    if constexpr (std::is_same_v<T, BF16>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16_bf16(v));
+    if constexpr (std::is_same_v<T, BF16>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16_bf16(quiet(v)));
     else Avx512::store<T>(p, v);
   }
   template <class T>
   static void store(typename T::Storage* p, Vec v, Mask m) {
-    if constexpr (std::is_same_v<T, BF16>) _mm256_mask_storeu_epi16(p, m, narrow16_bf16(v));
+    if constexpr (std::is_same_v<T, BF16>) _mm256_mask_storeu_epi16(p, m, narrow16_bf16(quiet(v)));
     else Avx512::store<T>(p, v, m);
   }
   template <class T>
   static void store2(typename T::Storage* p, Vec a, Vec b) {
-    if constexpr (std::is_same_v<T, BF16>) _mm512_storeu_si512(p, narrow32_bf16(a, b));
+    if constexpr (std::is_same_v<T, BF16>) _mm512_storeu_si512(p, narrow32_bf16(quiet(a), quiet(b)));
     else Avx512::store2<T>(p, a, b);
   }
   template <class T>
   static void stream1(typename T::Storage* p, Vec v) {
-    if constexpr (std::is_same_v<T, BF16>) stream_bytes32(p, narrow16_bf16(v));
+    if constexpr (std::is_same_v<T, BF16>) stream_bytes32(p, narrow16_bf16(quiet(v)));
     else Avx512::stream1<T>(p, v);
   }
   template <class T>
   static void stream2(typename T::Storage* p, Vec a, Vec b) {
-    if constexpr (std::is_same_v<T, BF16>) stream_bytes64(p, narrow32_bf16(a, b));
+    if constexpr (std::is_same_v<T, BF16>) stream_bytes64(p, narrow32_bf16(quiet(a), quiet(b)));
     else Avx512::stream2<T>(p, a, b);
   }
 };

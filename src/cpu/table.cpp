@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "check.h"
+#include "circlerope/detail/disjoint.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
@@ -12,6 +13,8 @@
 namespace circlerope {
 
 using detail::fail;
+using detail::region;
+using detail::require_disjoint;
 
 namespace detail {
 
@@ -46,6 +49,19 @@ std::int64_t check_table_request(const RotaryConfig& config, const float* positi
              t % seq_len, " is ", p[t], " (positions must be finite)");
   }
   return tokens;
+}
+
+void check_table_output(const RotaryConfig& config, const float* position_ids, std::int64_t batch,
+                        std::int64_t seq_len, std::int64_t tokens, std::span<float> values) {
+  const auto expected = static_cast<std::size_t>(tokens * config.rotary_dim);
+  if (values.size() != expected)
+    fail("rotary table: the output holds ", values.size(), " floats, expected batch ", batch,
+         " x seq_len ", seq_len, " x rotary_dim ", config.rotary_dim, " = ", expected);
+  if (expected > 0 && values.data() == nullptr) fail("rotary table: the output is null");
+  if (reinterpret_cast<std::uintptr_t>(values.data()) % alignof(float) != 0)
+    fail("rotary table: the output ", static_cast<const void*>(values.data()), " is not aligned to 4 bytes (float32)");
+  require_disjoint("rotary table", {region(values.data(), values.size(), "values")},
+                   {region(position_ids, static_cast<std::size_t>(3 * tokens), "position_ids")});
 }
 
 }  // namespace detail
@@ -91,13 +107,7 @@ void make_rotary_table_into(const RotaryConfig& config, const float* position_id
                             int threads, Isa isa) {
   const std::int64_t tokens = detail::check_table_request(config, position_ids, batch, seq_len, threads, true);
   const cpu::TableKernel kernel = cpu::table_kernel(isa);
-  const auto expected = static_cast<std::size_t>(tokens * config.rotary_dim);
-  if (values.size() != expected)
-    fail("rotary table: the output holds ", values.size(), " floats, expected batch ", batch,
-         " x seq_len ", seq_len, " x rotary_dim ", config.rotary_dim, " = ", expected);
-  if (expected > 0 && values.data() == nullptr) fail("rotary table: the output is null");
-  if (reinterpret_cast<std::uintptr_t>(values.data()) % alignof(float) != 0)
-    fail("rotary table: the output ", static_cast<const void*>(values.data()), " is not aligned to 4 bytes (float32)");
+  detail::check_table_output(config, position_ids, batch, seq_len, tokens, values);
   fill_table(config, position_ids, tokens, values.data(), threads, kernel);
 }
 

@@ -47,12 +47,8 @@ void make_rotary_table_into(const RotaryConfig& config, const float* position_id
                             void* stream) {
   const std::int64_t tokens =
       detail::check_table_request(config, position_ids, batch, seq_len, 0, false);
-  const auto expected = static_cast<std::size_t>(tokens * config.rotary_dim);
-  if (values.size() != expected)
-    fail("rotary table: the output holds ", values.size(), " floats, expected batch ", batch,
-         " x seq_len ", seq_len, " x rotary_dim ", config.rotary_dim, " = ", expected);
-  if (expected == 0) return;
-  if (values.data() == nullptr) fail("rotary table: the output is null");
+  detail::check_table_output(config, position_ids, batch, seq_len, tokens, values);
+  if (values.empty()) return;
   const int device = checked_current_device();
   require_device_memory(position_ids, device, "rotary table: position_ids");
   require_device_memory(values.data(), device, "rotary table: the output");

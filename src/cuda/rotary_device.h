@@ -12,7 +12,9 @@
 //  - float arithmetic goes through mul_rn / add_rn / sub_rn (__fmul_rn etc. on the device),
 //    which nvcc never fuses into FMAs, and the host test compiles with -ffp-contract=off;
 //  - storage conversions are integer code (no __float2bfloat16 intrinsics), the same
-//    round-to-nearest-even as src/cpu/convert.h (tested pattern for pattern).
+//    round-to-nearest-even and NaN rule as src/cpu/convert.h (tested pattern for pattern):
+//    every NaN is stored as the canonical quiet NaN, fp32 0x7FC00000, bf16 0x7FC0, fp16
+//    0x7E00 (the device's arithmetic returns its own NaN 0x7FFFFFFF, which this replaces).
 // nvcc's default -ftz=false keeps fp32 subnormals, as the host does.
 //
 // Work items of a rotate launch (up to kMaxLaunchTargets targets, one dtype, one pairing):
@@ -94,13 +96,16 @@ CRP_HD float bits_float(std::uint32_t u) {
 
 // ---- bf16 / fp16 storage: src/cpu/convert.h's rounding, host and device ---------------------
 
+CRP_HD bool is_nan_bits(std::uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
+
+CRP_HD float quiet_nan(float f) { return is_nan_bits(float_bits(f)) ? bits_float(0x7FC00000u) : f; }
+
 CRP_HD float bf16_to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
 
 CRP_HD std::uint16_t float_to_bf16(float f) {
   const std::uint32_t u = float_bits(f);
   const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // nearest, ties even
-  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-  return static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x0040u) : rounded);  // NaN stays NaN
+  return static_cast<std::uint16_t>(is_nan_bits(u) ? 0x7FC0u : rounded);  // the canonical NaN
 }
 
 CRP_HD float f16_to_float(std::uint16_t h) {
@@ -121,7 +126,7 @@ CRP_HD std::uint16_t float_to_f16(float f) {
   const std::uint32_t a = u & 0x7FFFFFFFu;
   std::uint32_t out;
   if (a > 0x7F800000u) {
-    out = 0x7E00u | ((a >> 13) & 0x03FFu);  // NaN stays NaN (quiet)
+    return 0x7E00u;  // the canonical NaN, sign clear
   } else if (a >= 0x477FF000u) {
     out = 0x7C00u;  // rounds to 65536 or more: infinity
   } else if (a < 0x38800000u) {
@@ -158,7 +163,7 @@ CRP_HD float widen(typename S::T v) {
 
 template <class S>
 CRP_HD typename S::T narrow(float v) {
-  if constexpr (std::is_same_v<S, F32>) return v;
+  if constexpr (std::is_same_v<S, F32>) return quiet_nan(v);
   else if constexpr (std::is_same_v<S, BF16>) return float_to_bf16(v);
   else return float_to_f16(v);
 }
@@ -225,7 +230,7 @@ CRP_HD Pack16 pack(const float* y) {
 CRP_UNROLL
   for (int k = 0; k < 4; ++k) {
     if constexpr (std::is_same_v<S, F32>) {
-      v.w[k] = float_bits(y[k]);
+      v.w[k] = float_bits(narrow<S>(y[k]));
     } else {
       v.w[k] = static_cast<std::uint32_t>(narrow<S>(y[2 * k])) |
                (static_cast<std::uint32_t>(narrow<S>(y[2 * k + 1])) << 16);

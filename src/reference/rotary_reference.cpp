@@ -102,6 +102,96 @@ std::vector<double> rotate_in_storage_precision(const RotaryConfig& config,
                      });
 }
 
+namespace {
+
+// fp16 bits of a magnitude that fp16 holds exactly (0 .. 65504): the pattern whose decoding
+// equals it, found by bisection (decoded magnitudes grow with the pattern).
+std::uint16_t f16_pattern_of(double magnitude) {
+  std::uint16_t lo = 0, hi = 0x7BFF;
+  while (lo < hi) {
+    const auto mid = static_cast<std::uint16_t>((lo + hi) / 2);
+    if (load(&mid, DType::float16, 0) < magnitude) lo = static_cast<std::uint16_t>(mid + 1);
+    else hi = mid;
+  }
+  return lo;
+}
+
+// One float32 rounding that the compiler cannot fuse with the next operation.
+float rounded(float v) {
+  volatile float r = v;
+  return r;
+}
+
+}  // namespace
+
+std::uint16_t to_bfloat16(float f) {
+  if (std::isnan(f)) return 0x7FC0;
+  const double r = round_to(f, 8, -125);  // bf16: 8 significant bits, float32's exponents
+  const std::uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::fabs(r) >= 0x1p128) return sign | 0x7F80;  // past the largest finite: infinity
+  return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(r)) >> 16);
+}
+
+std::uint16_t to_float16(float f) {
+  if (std::isnan(f)) return 0x7E00;
+  const double r = round_to(f, 11, -13);  // fp16: 11 significant bits, subnormals below 2^-14
+  const std::uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::fabs(r) >= 65536.0) return sign | 0x7C00;
+  return static_cast<std::uint16_t>(sign | f16_pattern_of(std::fabs(r)));
+}
+
+std::uint32_t to_float32(float f) { return std::isnan(f) ? 0x7FC00000u : std::bit_cast<std::uint32_t>(f); }
+
+std::uint32_t load_bits(const void* data, DType dtype, std::int64_t offset) {
+  if (dtype == DType::float32) return std::bit_cast<std::uint32_t>(static_cast<const float*>(data)[offset]);
+  return static_cast<const std::uint16_t*>(data)[offset];
+}
+
+std::vector<std::uint32_t> rotate_bits(const RotaryTableView& table, const HeadTensor& x, Pairing pairing,
+                                       Direction direction, bool fused) {
+  const int half = table.rotary_dim / 2;
+  const std::int64_t B = x.shape[0], S = x.shape[1], H = x.shape[2], D = x.shape[3];
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(B * S * H * D));
+  auto value = [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    const std::uint32_t u = load_bits(x.data, x.dtype, element_offset(x, b, s, h, d));
+    switch (x.dtype) {
+      case DType::float32: return std::bit_cast<float>(u);
+      case DType::bfloat16: return std::bit_cast<float>(u << 16);
+      case DType::float16: return static_cast<float>(load(x.data, x.dtype, element_offset(x, b, s, h, d)));
+    }
+    return 0.0f;
+  };
+  auto store = [&](float v) -> std::uint32_t {
+    switch (x.dtype) {
+      case DType::float32: return to_float32(v);
+      case DType::bfloat16: return to_bfloat16(v);
+      case DType::float16: return to_float16(v);
+    }
+    return 0;
+  };
+  for_each_element(x, [&](std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
+    if (d >= 2 * half) out[dense_index(x, b, s, h, d)] = load_bits(x.data, x.dtype, element_offset(x, b, s, h, d));
+  });
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s) {
+      const float* row = table.values + (b * S + s) * 2 * half;
+      for (int i = 0; i < half; ++i) {
+        const float c = row[i];
+        const float sn = direction == Direction::forward ? row[half + i] : -row[half + i];
+        const auto i0 = pair_index(pairing, i, half, 0), i1 = pair_index(pairing, i, half, 1);
+        for (std::int64_t h = 0; h < H; ++h) {
+          const float x0 = value(b, s, h, i0), x1 = value(b, s, h, i1);
+          const float p1 = rounded(x1 * sn), p0 = rounded(x0 * sn);
+          const float y0 = fused ? std::fma(x0, c, -p1) : rounded(rounded(x0 * c) - p1);
+          const float y1 = fused ? std::fma(x1, c, p0) : rounded(rounded(x1 * c) + p0);
+          out[dense_index(x, b, s, h, i0)] = store(y0);
+          out[dense_index(x, b, s, h, i1)] = store(y1);
+        }
+      }
+    }
+  return out;
+}
+
 double tolerance(DType dtype) {
   switch (dtype) {
     case DType::float32: return kFloat32Tolerance;

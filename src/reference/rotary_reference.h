@@ -41,6 +41,25 @@ void for_each_element(const HeadTensor& t, const F& f) {
 std::vector<double> rotate(const RotaryConfig& config, const float* position_ids,
                            const HeadTensor& x, Pairing pairing, Direction direction);
 
+// ---- the bits a path writes -------------------------------------------------------------
+// Storage rounding by the kernels' rule (src/cpu/convert.h), computed another way (in double,
+// by nearbyint): round to nearest even, overflow to infinity, fp16 subnormals; every NaN is
+// written as the canonical quiet NaN, sign clear: bf16 0x7FC0, fp16 0x7E00, fp32 0x7FC00000.
+std::uint16_t to_bfloat16(float f);
+std::uint16_t to_float16(float f);
+std::uint32_t to_float32(float f);
+// Bits of element `offset` of a buffer (the 16-bit types in the low half).
+std::uint32_t load_bits(const void* data, DType dtype, std::int64_t offset);
+
+// The bits every code path must write when it rotates x by the table's cos/sin values (any
+// values, NaN included): the rotation in float32 as src/cpu/kernel_impl.h orders it,
+// y0 = x0 c - (x1 s), y1 = x1 c + (x0 s), the product in parentheses rounded and the rest
+// fused (`fused`: the FMA paths avx2, avx512, avx512bf16) or rounded twice (portable), then
+// stored by the rule above; elements past the rotary dim keep the input's bits. Dense
+// [B][S][H][D]; the table must match x's batch and seq.
+std::vector<std::uint32_t> rotate_bits(const RotaryTableView& table, const HeadTensor& x, Pairing pairing,
+                                       Direction direction, bool fused);
+
 // ---- comparison -----------------------------------------------------------------------
 // Errors are measured per rotation pair, relative to the pair's norm (a rotation keeps it),
 // so cancellation inside one output element does not inflate them.

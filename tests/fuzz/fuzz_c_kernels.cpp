@@ -71,7 +71,7 @@ size_t dtype_bytes(int dtype) { return dtype == CRP_DTYPE_FLOAT32 ? 4 : 2; }
 
 // ---- SPEC 4 -------------------------------------------------------------------------------
 bool config_valid(const crp_rotary_config& c) {
-  if (!(std::isfinite(c.theta) && c.theta > 0)) return false;
+  if (!(c.theta >= 1 && c.theta <= 0x1p126)) return false;  // rotary.h: [kMinTheta, kMaxTheta]
   if (c.rotary_dim < 2 || c.rotary_dim > 1024 || c.rotary_dim % 2 != 0) return false;
   if (c.layout < 0 || c.layout > 2) return false;
   if (c.layout == CRP_LAYOUT_SINGLE) return true;
@@ -230,7 +230,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // ---- the table ----
   crp_rotary_config config;
   crp_rotary_config_default(&config);
-  config.theta = pick_double(in, {1e6, 1e4, 10.0, 1.5, 0.0, -1.0, 1e300});
+  config.theta = pick_double(in, {1e6, 1e4, 10.0, 1.5, 0.0, 1e-310, 1e300});
   config.rotary_dim = pick_int(in, {128, 64, 16, 8, 2, 6, 12, 32, 48, 24, 0, 3, -2, 1026, 130, 256});
   config.layout = pick_int(in, {0, 1, 2, 0, 1, -1, 3});
   const int half = config.rotary_dim / 2;
