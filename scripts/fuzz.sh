@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Long fuzzing runs: scripts/fuzz.sh [seconds-per-target] [target...]
-#   targets: request layout c_positions c_kernels grammar (default: all, one after the other)
+#   targets: request layout c_positions c_kernels grammar paths (default: all, one after the other)
 #
 # Builds the libFuzzer targets (clang + ASan + UBSan, build/fuzz) if needed, runs each target
 # for the given seconds (default 600) from its seed corpus (tests/fuzz/corpus/<target>) and the
@@ -18,9 +18,9 @@ root=$(pwd)
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request layout c_positions c_kernels grammar)
+[ ${#targets[@]} -gt 0 ] || targets=(request layout c_positions c_kernels grammar paths)
 for t in "${targets[@]}"; do
-  case $t in request|layout|c_positions|c_kernels|grammar) ;; *) echo "unknown target '$t' (expected request, layout, c_positions, c_kernels or grammar)" >&2; exit 2 ;; esac
+  case $t in request|layout|c_positions|c_kernels|grammar|paths) ;; *) echo "unknown target '$t' (expected request, layout, c_positions, c_kernels, grammar or paths)" >&2; exit 2 ;; esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ] || { echo "seconds-per-target must be a positive integer (got '$seconds')" >&2; exit 2; }
 
