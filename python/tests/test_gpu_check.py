@@ -18,6 +18,7 @@ SOURCE_DIR = os.environ.get("CIRCLEROPE_SOURCE_DIR",
 BUILD_DIR = os.environ.get("CIRCLEROPE_BUILD_DIR")
 SCRIPT = os.path.join(SOURCE_DIR, "scripts", "gpu_check.sh")
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+SANITIZED = os.environ.get("CIRCLEROPE_SANITIZED") == "1"  # test_hf_models.py skips itself then
 
 
 # The script's default budget (450 s, for the GPU machine) skips the steps left when it runs
@@ -69,11 +70,13 @@ def test_dry_run_runs_every_cpu_part_and_says_why_the_rest_is_skipped(tmp_path):
         assert r["forward_copy_fraction"] > 0 and r["grad_max_abs_diff_vs_hf"] < 0.1
         assert r["backward_gbps"] > 0 and r["round_trip_max_abs"] < 0.1
     assert steps["hf_check"]["status"] in ("pass", "skipped")
-    # test_hf_models.py asked for cuda skips itself, and the step says why
+    # test_hf_models.py asked for cuda skips itself, and the step says why (under the
+    # sanitizers it skips itself for them first)
     hf_models = steps["hf_models"]
     assert hf_models["status"] == "skipped", hf_models
     if steps["env"]["facts"]["transformers"]:
-        assert "CIRCLEROPE_HF_TEST_DEVICE=cuda, but no CUDA device" in hf_models["reason"], hf_models
+        why = "the sanitizer tree leaves" if SANITIZED else "CIRCLEROPE_HF_TEST_DEVICE=cuda, but no CUDA device"
+        assert why in hf_models["reason"], hf_models
         assert [r["setting"] for r in hf_models["runs"]] == ["bfloat16, fused rotation"]
         assert hf_models["runs"][0]["counts"] == {"skipped": 1}
 
@@ -179,7 +182,9 @@ def test_hf_models_on_a_gpu_fails_when_the_file_skips_itself_or_runs_out_of_time
     assert [r["reason"] for r in step["runs"]] == ["out of time budget"] * 2
 
 
-@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="needs transformers (collects test_hf_models.py)")
+@pytest.mark.skipif(not HAS_TRANSFORMERS or SANITIZED,
+                    reason="collects test_hf_models.py: needs transformers, and the file skips itself "
+                    "under the sanitizers")
 def test_the_gpu_subset_selects_every_kind_of_check_of_test_hf_models():
     """HF_MODELS_SUBSET against the file's real test names: a renamed test must not drop out
     of the GPU run unnoticed."""

@@ -695,8 +695,6 @@ def test_flash_attention_2_keeps_packed_samples_apart_with_the_varlen_kwargs_of_
     assert_each_sample_alone(model, samples, forward_logits(model, packed), dtype=dtype)
 
 
-
-
 def test_packed_positions_survive_a_floating_point_cast():
     """Trainer (under DeepSpeed) casts floating inputs to bf16; circlerope_positions is int64."""
     model = make_model("qwen2_5_vl")
