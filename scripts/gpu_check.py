@@ -14,6 +14,10 @@ stop the next step, so one run tells everything:
   benchmark          bench/gpu_rotary.py: GB/s against a device-to-device copy, speed-up over
                      the Hugging Face formula in eager torch, errors against float64
   hf_check           scripts/hf_check.py: a tiny Qwen2.5-VL from a config, patched
+  hf_models          python/tests/test_hf_models.py (circlerope.hf.apply / pack on tiny random
+                     Qwen2-VL / Qwen2.5-VL / Qwen3-VL) on the GPU: bfloat16 with the models' q/k
+                     rotation through circlerope's CUDA kernel, then float32 with transformers'
+                     own rotation, each a subset (HF_MODELS_SUBSET) in at most HF_MODELS_SECONDS
 
 The summary goes to $OUT/gpu_check.json when $OUT is set, else build/gpu_check.json (or
 --json PATH). Exit code 0 when no step failed.
@@ -22,7 +26,9 @@ The summary goes to $OUT/gpu_check.json when $OUT is set, else build/gpu_check.j
 (--build-dir, default build/release): the CUDA test binaries (their device tests skip), the
 Python CUDA tests (skip), the benchmark and the HF check on CPU tensors with small shapes. The
 build and compute-sanitizer steps are skipped with the reason (the CMake command the build would
-run is still recorded). ctest runs this mode (python/tests/test_gpu_check.py).
+run is still recorded); hf_models runs its test file with CIRCLEROPE_HF_TEST_DEVICE=cuda, which
+skips it for want of a device, and records that reason. ctest runs this mode
+(python/tests/test_gpu_check.py).
 """
 import argparse
 import datetime
@@ -97,7 +103,7 @@ def step_env(run):
     except Exception as e:  # noqa: BLE001
         run.record("env", "fail", f"torch does not import: {e}", t, facts=facts)
         return facts
-    for module in ("triton", "transformers", "pytest", "pybind11"):
+    for module in ("triton", "transformers", "pytest", "xdist", "flash_attn", "pybind11"):
         try:
             facts[module] = __import__(module).__version__
         except Exception:  # noqa: BLE001
@@ -323,6 +329,88 @@ def step_hf(run, facts):
     run.record("hf_check", report.get("status", "fail"), report.get("reason", ""), t, report=report)
 
 
+# The checks of test_hf_models.py that the GPU run makes (pytest -k), in each setting: M-RoPE
+# through apply() bit for bit (video, padded batches; eager and sdpa), Circle-RoPE + M-RoPE (AGE
+# "alternate") against the layer-by-layer forward, the per-layer spy, cached generate against a
+# full recompute, official_decode, packing (and flash-attention's varlen kwargs), the fused
+# rotation inside the models, the rotary's cos/sin, gradients under checkpointing, Qwen3-VL's
+# per-frame rings. 54 of the file's 130 (with Qwen3-VL); the rest repeats these on other
+# requests and geometries, or checks configs and errors that do not depend on the device.
+HF_MODELS_SUBSET = " or ".join([
+    "(unswitched_model_bit_for_bit and (video or padded))", "(transcription and alternate)",
+    "each_layer_receives", "(cached_generate and (alternate or circle))", "official_decode",
+    "packed_samples", "packed_positions", "flash_attention_2", "fused_rotation", "releases_rotary_embedding",
+    "(gradients_are_the_same and False)", "qwen3_vl_video"])
+# (dtype, rotation) of each run, in order: bfloat16 and the CUDA kernel first (the issue's ask).
+HF_MODELS_RUNS = (("bfloat16", "fused"), ("float32", "transformers"))
+# One run at most. The subset (54 checks with Qwen3-VL) took 118 s (bfloat16, fused) and 88 s
+# (float32) on the CPU of a loaded 2-core AMD EPYC; on the GPU machine pytest-xdist (when
+# installed) spreads it over 4 processes. A run that would start with under 40 s left is skipped.
+HF_MODELS_SECONDS = 150
+
+
+def pytest_outcome(out):
+    """The counts of pytest's last summary line, and its skip reasons (-rs)."""
+    counts = {}
+    summary = [line for line in out.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", line)]
+    for n, what in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary[-1] if summary else ""):
+        counts["error" if what.startswith("error") else what] = int(n)
+    reasons = sorted(set(re.findall(r"^SKIPPED \[\d+\] [^:]+:\d+: (.*)$", out, re.M)))
+    return counts, reasons
+
+
+def step_hf_models(run, facts):
+    t = time.perf_counter()
+    if not run.package_dir:
+        run.record("hf_models", "skipped", "no build", t)
+        return
+    if not facts.get("pytest"):
+        run.record("hf_models", "skipped",
+                   "pytest is not installed (put one on PYTHONPATH): test_hf_models.py needs it", t)
+        return
+    if not facts.get("transformers"):
+        run.record("hf_models", "skipped", "transformers is not installed", t)
+        return
+    test = os.path.join(ROOT, "python", "tests", "test_hf_models.py")
+    on_gpu = bool(facts.get("cuda_available")) and not run.args.cpu_dry_run
+    workers = min(4, (facts.get("cpus") or 2) // 2) if facts.get("xdist") else 0
+    runs = []
+    # The dry run has no GPU: the file must skip itself, saying so (one run shows it).
+    for dtype, rotation in HF_MODELS_RUNS if on_gpu else HF_MODELS_RUNS[:1]:
+        name = f"{dtype}, {rotation} rotation"
+        if run.left() < 40:
+            runs.append({"setting": name, "status": "skipped", "reason": "out of time budget"})
+            continue
+        cmd = [run.python, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", test, "-k", HF_MODELS_SUBSET]
+        if workers > 1 and on_gpu:
+            cmd += ["-n", str(workers)]
+        # CUBLAS_WORKSPACE_CONFIG: cuBLAS deterministic under the gradient tests' deterministic mode.
+        env = dict(run.pyenv(), CIRCLEROPE_HF_TEST_DEVICE="cuda", CIRCLEROPE_HF_TEST_DTYPE=dtype,
+                   CIRCLEROPE_HF_TEST_ROTATION=rotation, CIRCLEROPE_TEST_THREADS="2",
+                   CUBLAS_WORKSPACE_CONFIG=":4096:8")
+        started = time.perf_counter()
+        rc, out = run.sh(cmd, HF_MODELS_SECONDS, env=env)
+        counts, reasons = pytest_outcome(out)
+        entry = {"setting": name, "rc": rc, "seconds": round(time.perf_counter() - started, 1), "counts": counts,
+                 "skip_reasons": reasons, "tail": tail(out, 30)}
+        if rc == 124:
+            entry.update(status="fail", reason=f"timed out after {entry['seconds']} s")
+        elif rc not in (0, 5) or counts.get("failed") or counts.get("error"):
+            entry.update(status="fail",
+                         reason=f"exit {rc}: {counts.get('failed', 0)} failed, {counts.get('error', 0)} errors")
+        elif not counts.get("passed"):
+            # Skipped as a whole (no CUDA device, no CUDA kernels in the build): on a GPU a failure.
+            entry.update(status="fail" if on_gpu else "skipped",
+                         reason="; ".join(reasons) or f"nothing ran (exit {rc})")
+        else:
+            entry.update(status="pass", reason=f"{counts['passed']} passed, {counts.get('skipped', 0)} skipped")
+        runs.append(entry)
+    statuses = [r["status"] for r in runs]
+    status = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
+    reason = "; ".join(f"{r['setting']}: {r['status']} ({r['reason']})" for r in runs)
+    run.record("hf_models", status, reason, t, runs=runs)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu-dry-run", action="store_true", help="run what a CPU can, from an existing build")
@@ -333,7 +421,8 @@ def main(argv=None):
     run = Run(args)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     facts = step_env(run)
-    for step in (step_build, step_cuda_tests, step_sanitizer, step_torch_tests, step_benchmark, step_hf):
+    for step in (step_build, step_cuda_tests, step_sanitizer, step_torch_tests, step_benchmark, step_hf,
+                 step_hf_models):
         name = step.__name__[5:]
         if run.left() < 15:
             run.steps[name] = {"status": "skipped", "reason": "out of time budget", "seconds": 0}

@@ -17,6 +17,8 @@ SOURCE_DIR = os.environ.get("CIRCLEROPE_SOURCE_DIR",
 # the build tree (python_tests' environment names it; an installed package has none)
 BUILD_DIR = os.environ.get("CIRCLEROPE_BUILD_DIR")
 SCRIPT = os.path.join(SOURCE_DIR, "scripts", "gpu_check.sh")
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+SANITIZED = os.environ.get("CIRCLEROPE_SANITIZED") == "1"  # test_hf_models.py skips itself then
 
 
 # The script's default budget (450 s, for the GPU machine) skips the steps left when it runs
@@ -40,7 +42,8 @@ def test_dry_run_runs_every_cpu_part_and_says_why_the_rest_is_skipped(tmp_path):
     assert done.returncode == 0, done.stdout
     steps = summary["steps"]
     assert summary["mode"] == "cpu-dry-run" and summary["ok"] and summary["failed"] == []
-    assert list(steps) == ["env", "build", "cuda_tests", "compute_sanitizer", "torch_tests", "benchmark", "hf_check"]
+    assert list(steps) == ["env", "build", "cuda_tests", "compute_sanitizer", "torch_tests", "benchmark", "hf_check",
+                           "hf_models"]
     for name, step in steps.items():
         assert step["status"] in ("pass", "skipped"), (name, step)
         assert step["reason"], name
@@ -67,6 +70,15 @@ def test_dry_run_runs_every_cpu_part_and_says_why_the_rest_is_skipped(tmp_path):
         assert r["forward_copy_fraction"] > 0 and r["grad_max_abs_diff_vs_hf"] < 0.1
         assert r["backward_gbps"] > 0 and r["round_trip_max_abs"] < 0.1
     assert steps["hf_check"]["status"] in ("pass", "skipped")
+    # test_hf_models.py asked for cuda skips itself, and the step says why (under the
+    # sanitizers it skips itself for them first)
+    hf_models = steps["hf_models"]
+    assert hf_models["status"] == "skipped", hf_models
+    if steps["env"]["facts"]["transformers"]:
+        why = "the sanitizer tree leaves" if SANITIZED else "CIRCLEROPE_HF_TEST_DEVICE=cuda, but no CUDA device"
+        assert why in hf_models["reason"], hf_models
+        assert [r["setting"] for r in hf_models["runs"]] == ["bfloat16, fused rotation"]
+        assert hf_models["runs"][0]["counts"] == {"skipped": 1}
 
 
 @pytest.mark.skipif(BUILD_DIR is None, reason="needs the build tree (run through ctest)")
@@ -79,7 +91,10 @@ def test_a_failing_step_is_recorded_and_the_others_still_run(tmp_path):
     done, summary = dry_run(tmp_path, "--build-dir", str(empty), *NO_BUDGET, env=env)
     assert done.returncode == 1
     assert not summary["ok"]
-    assert summary["failed"] == ["torch_tests", "benchmark", "hf_check"]
+    # hf_models runs test_hf_models.py, which cannot import circlerope either (without
+    # transformers the step skips before running it)
+    expected = ["torch_tests", "benchmark", "hf_check"] + (["hf_models"] if HAS_TRANSFORMERS else [])
+    assert summary["failed"] == expected
     assert summary["steps"]["cuda_tests"]["status"] == "skipped"
     assert "is missing" in summary["steps"]["cuda_tests"]["reason"]
 
@@ -98,13 +113,108 @@ def test_the_summary_goes_to_out_when_it_is_set(tmp_path):
                for n, s in summary["steps"].items() if n != "env")
 
 
-# ---- the HF check's logic, with stand-ins ---------------------------------------------------
+# ---- the hf_models step on a GPU, with pytest's outputs given --------------------------------
 
-def load_hf_check():
-    spec = importlib.util.spec_from_file_location("hf_check", os.path.join(SOURCE_DIR, "scripts", "hf_check.py"))
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(SOURCE_DIR, "scripts", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+GPU_FACTS = {"cuda_available": True, "pytest": "8.3.5", "transformers": "5.24.0", "xdist": "3.6.1", "cpus": 16}
+PASSED = (0, "4 workers [62 items]\n....s.........\n=== short test summary info ===\n"
+             "SKIPPED [1] python/tests/test_hf_models.py:640: flash_attn is not importable (No module named "
+             "'flash_attn'): transformers' flash_attention_2 needs it\n61 passed, 1 skipped in 40.1s\n")
+FAILED = (1, "..F..\nFAILED python/tests/test_hf_models.py::test_x - AssertionError\n"
+             "1 failed, 60 passed, 1 skipped in 42.0s\n")
+MODULE_SKIPPED = (0, "s\n=== short test summary info ===\nSKIPPED [1] python/tests/test_hf_models.py:58: "
+                     "CIRCLEROPE_HF_TEST_ROTATION=fused on cuda, but this circlerope was built without its CUDA "
+                     "kernels\n1 skipped in 3.0s\n")
+
+
+def hf_models_on_a_gpu(*outputs, budget=1000.0):
+    """step_hf_models on a pretend GPU machine whose pytest prints `outputs` (rc, text), one per run."""
+    gpu_check = load_script("gpu_check")
+    run = gpu_check.Run(types.SimpleNamespace(cpu_dry_run=False, budget=budget))
+    run.package_dir = "/nowhere/python"
+    calls = []
+
+    def sh(cmd, timeout, env=None, cwd=None):
+        calls.append({"cmd": cmd, "env": env, "timeout": timeout})
+        return outputs[len(calls) - 1]
+    run.sh = sh
+    gpu_check.step_hf_models(run, GPU_FACTS)
+    return run.steps["hf_models"], calls, gpu_check
+
+
+def test_hf_models_runs_bfloat16_with_the_cuda_kernel_then_float32_and_keeps_the_skip_reasons():
+    step, calls, gpu_check = hf_models_on_a_gpu(PASSED, PASSED)
+    assert step["status"] == "pass", step
+    settings = [(c["env"]["CIRCLEROPE_HF_TEST_DEVICE"], c["env"]["CIRCLEROPE_HF_TEST_DTYPE"],
+                 c["env"]["CIRCLEROPE_HF_TEST_ROTATION"]) for c in calls]
+    assert settings == [("cuda", "bfloat16", "fused"), ("cuda", "float32", "transformers")]
+    for call in calls:
+        assert call["cmd"][-2:] == ["-n", "4"] and gpu_check.HF_MODELS_SUBSET in call["cmd"]
+        assert call["timeout"] == gpu_check.HF_MODELS_SECONDS
+        assert call["env"]["PYTHONPATH"].startswith("/nowhere/python")
+    run = step["runs"][0]
+    assert run["counts"] == {"passed": 61, "skipped": 1} and run["reason"] == "61 passed, 1 skipped"
+    assert run["skip_reasons"] == ["flash_attn is not importable (No module named 'flash_attn'): transformers' "
+                                   "flash_attention_2 needs it"]
+
+
+def test_hf_models_fails_on_a_failed_check_and_still_runs_the_other_setting():
+    step, calls, _ = hf_models_on_a_gpu(FAILED, PASSED)
+    assert step["status"] == "fail" and len(calls) == 2
+    assert [r["status"] for r in step["runs"]] == ["fail", "pass"]
+    assert step["runs"][0]["reason"] == "exit 1: 1 failed, 0 errors"
+    assert "bfloat16, fused rotation: fail" in step["reason"]
+
+
+def test_hf_models_on_a_gpu_fails_when_the_file_skips_itself_or_runs_out_of_time():
+    step, _, _ = hf_models_on_a_gpu(MODULE_SKIPPED, (124, "....\n(timed out after 150 s)"))
+    assert step["status"] == "fail"
+    assert "built without its CUDA kernels" in step["runs"][0]["reason"]
+    assert step["runs"][1]["reason"].startswith("timed out")
+    step, calls, _ = hf_models_on_a_gpu(budget=30.0)  # under 40 s left: no run starts
+    assert step["status"] == "skipped" and not calls
+    assert [r["reason"] for r in step["runs"]] == ["out of time budget"] * 2
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS or SANITIZED,
+                    reason="collects test_hf_models.py: needs transformers, and the file skips itself "
+                    "under the sanitizers")
+def test_the_gpu_subset_selects_every_kind_of_check_of_test_hf_models():
+    """HF_MODELS_SUBSET against the file's real test names: a renamed test must not drop out
+    of the GPU run unnoticed."""
+    gpu_check = load_script("gpu_check")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                           os.path.join(SOURCE_DIR, "python", "tests", "test_hf_models.py"),
+                           "-k", gpu_check.HF_MODELS_SUBSET],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    selected = [line for line in done.stdout.splitlines() if "::" in line]
+    kinds = {"test_switched_mrope_is_the_unswitched_model_bit_for_bit": 12,
+             "test_circle_and_age_equal_the_layer_by_layer_transcription": 10,
+             "test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions": 2,
+             "test_cached_generate_equals_a_full_recompute_at_every_step": 4,
+             "test_official_decode_gives_every_layer_circle_positions_after_the_prompt": 1,
+             "test_packed_samples_give_each_samples_own_logits": 4,
+             "test_packed_positions_survive_a_floating_point_cast": 1,
+             "test_flash_attention_2_keeps_packed_samples_apart_with_the_varlen_kwargs_of_pack": 1,
+             "test_the_fused_rotation_inside_a_model_equals_transformers_formula": 2,
+             "test_rotary_cos_sin_equals_the_releases_rotary_embedding_bit_for_bit": 2,
+             "test_gradients_are_the_same_with_gradient_checkpointing": 1}
+    for kind, at_least in kinds.items():  # Qwen3-VL's share depends on the release
+        assert sum(f"::{kind}" in line for line in selected) >= at_least, kind
+    assert len(selected) < 100, len(selected)  # a subset: the file has about 130
+
+
+# ---- the HF check's logic, with stand-ins ---------------------------------------------------
+
+def load_hf_check():
+    return load_script("hf_check")
 
 
 class FakeConfig:

@@ -11,9 +11,22 @@ Checked against transformers itself and against an independent layer-by-layer fo
   reference does;
 - pack(): per-sample logits equal separate forwards; its positions survive a bf16 cast;
 - gradients with and without gradient checkpointing; save_pretrained / from_pretrained;
-  restore(); errors.
+  restore(); errors;
+- the models' q/k rotation through circlerope's fused operator equals transformers' formula.
+
+The same checks run on another device and dtype, chosen by the environment (default: cpu,
+float32 and transformers' own rotation, what CI runs); scripts/gpu_check.py runs them on a GPU:
+  CIRCLEROPE_HF_TEST_DEVICE    cpu | cuda: the models, their inputs and the rotation
+  CIRCLEROPE_HF_TEST_DTYPE     float32 | bfloat16: the models' weights and activations, built as
+                               from_pretrained(dtype=...) builds them (rotary inv_freq float32)
+  CIRCLEROPE_HF_TEST_ROTATION  transformers | fused: the text attention's q/k rotation stays
+                               transformers' formula, or goes through circlerope's fused
+                               operator (its CUDA kernel on cuda) in every check
+Each tolerance below says what it is in float32 and in bfloat16, and why.
 """
 
+import contextlib
+import importlib
 import inspect
 import os
 import re
@@ -38,12 +51,65 @@ VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", transformers.__version
 if VERSION < (4, 49):
     pytest.skip("transformers older than 4.49 has no Qwen2.5-VL", allow_module_level=True)
 
+
+def _setting(name, default, allowed):
+    value = os.environ.get(name, default)
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
+DEVICE = torch.device(_setting("CIRCLEROPE_HF_TEST_DEVICE", "cpu", ("cpu", "cuda")))
+DTYPE = getattr(torch, _setting("CIRCLEROPE_HF_TEST_DTYPE", "float32", ("float32", "bfloat16")))
+FUSED = _setting("CIRCLEROPE_HF_TEST_ROTATION", "transformers", ("transformers", "fused")) == "fused"
+DEFAULT_SETTING = DEVICE.type == "cpu" and DTYPE == torch.float32 and not FUSED
+if DEVICE.type == "cuda" and not torch.cuda.is_available():
+    pytest.skip(f"CIRCLEROPE_HF_TEST_DEVICE=cuda, but no CUDA device: torch {torch.__version__} (CUDA "
+                f"{torch.version.cuda}) has torch.cuda.is_available() False", allow_module_level=True)
+if FUSED and DEVICE.type == "cuda" and not circlerope.has_cuda_kernels():
+    pytest.skip("CIRCLEROPE_HF_TEST_ROTATION=fused on cuda, but this circlerope was built without its CUDA kernels "
+                "(circlerope.has_cuda_kernels() is False; configure with CIRCLEROPE_CUDA=ON)", allow_module_level=True)
 VOCAB, START, END, IMAGE, VIDEO, PAD = 300, 290, 291, 292, 293, 0
 # Kept out of generated text: a random model may pick a placeholder, which a full recompute
 # then refuses outside a vision block.
 SPECIAL = [START, END, IMAGE, VIDEO]
 LAYERS = 4
 ATOL = 2e-5  # cached decode against a full recompute: different matmul shapes, same positions
+
+# bfloat16 tolerances, in units of its unit roundoff u = 2^-8 (8 significant bits) times the
+# largest |value| compared (logits here: about 0.5). Where the compared sides run the same
+# operations on the same shapes (M-RoPE through apply() against the unswitched model, the spy,
+# restore, save and load) they stay bit for bit, as in float32. Where they differ in how the
+# work is cut (a decode step's one row against a full recompute's S rows, a packed row against
+# separate samples, the fused rotation against transformers' formula), each of about 8
+# bfloat16 roundings per layer (q, k, v, scores, attention, MLP, residual; 4 layers, then norm
+# and lm_head) can land on a different neighbour, a relative error of at most u each, which the
+# residual stream carries to the logits. BF16_ULPS bounds that with room. Measured on the CPU
+# (torch 2.15; transformers 5.24, 4.57.6, 4.52.4): the fused rotation 3 u, packing 2.7 u, the
+# cached decode 1.1 u (mostly 0: the CPU's bfloat16 matmuls round 1 row as S rows), the
+# layer-by-layer transcription 0; eager against sdpa attention, a stand-in for a GPU's other
+# kernels, 2.4 u.
+UNIT = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8}
+BF16_ULPS = 16
+# A tiny random model's attention is nearly uniform (scores of about 0.03): its logits move by
+# 1.5 u when the layers' positions change (official_decode's second step, measured), no more
+# than bfloat16's rounding, so no bound could tell a wrong position from rounding. In bfloat16
+# the text layers' q_proj and k_proj (weights and biases) are scaled by SHARPEN, which makes the
+# attention sharp, as a trained model's is: that step then moves the logits by 100 u (measured),
+# 6 times BF16_ULPS, and a leak between packed samples by their whole scale.
+SHARPEN = 8.0
+BF16_GRAD_ULPS = 32  # gradients, against each parameter's largest entry (the fused rotation's test)
+
+
+def assert_near(got, want, fp32_atol, msg=None, dtype=DTYPE, ulps=BF16_ULPS):
+    """float32: |got - want| <= fp32_atol (the CPU suite's tolerances, for logits of magnitude
+    about 1). bfloat16: <= ulps * u * max|want| (above)."""
+    got, want = got.cpu(), want.cpu()
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=0, atol=fp32_atol, msg=msg)
+        return
+    bound = ulps * UNIT[dtype] * want.float().abs().max().item()
+    torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=bound, msg=msg)
 
 
 HAS_QWEN3 = hasattr(transformers, "Qwen3VLForConditionalGeneration")  # 4.57 on
@@ -97,12 +163,32 @@ def _config(model_type, attn):
     return cfg
 
 
-def make_model(model_type="qwen2_5_vl", attn="eager", seed=0):
+def dtype_kwargs(dtype):
+    """from_pretrained's / _from_config's dtype argument (torch_dtype before 5.0)."""
+    return {"dtype" if VERSION >= (5, 0) else "torch_dtype": dtype}
+
+
+def make_model(model_type="qwen2_5_vl", attn="eager", seed=0, dtype=DTYPE):
     torch.manual_seed(seed)
     Model = {"qwen2_vl": transformers.Qwen2VLForConditionalGeneration,
              "qwen2_5_vl": transformers.Qwen2_5_VLForConditionalGeneration,
              "qwen3_vl": getattr(transformers, "Qwen3VLForConditionalGeneration", None)}[model_type]
-    model = Model(_config(model_type, attn)).eval()
+    config = _config(model_type, attn)
+    if dtype == torch.float32 and attn != "flash_attention_2":
+        model = Model(config)
+    else:
+        # As from_pretrained(dtype=...) builds a model: the weights in dtype, the rotary
+        # embedding's inv_freq float32 (model.to(dtype) would round it too); the attention
+        # implementation named, so that transformers loads flash-attention's functions.
+        model = Model._from_config(config, attn_implementation=attn, **dtype_kwargs(dtype))
+    if dtype != torch.float32:
+        with torch.no_grad():
+            for layer in parts(model).layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                    for tensor in (proj.weight, proj.bias):
+                        if tensor is not None:
+                            tensor.mul_(SHARPEN)
+    model = model.to(DEVICE).eval()
     for obj in (model.config, getattr(model.config, "text_config", None)):
         if obj is not None:
             obj.pad_token_id = PAD
@@ -214,9 +300,97 @@ def parts(model):
     return getattr(inner, "language_model", inner)
 
 
+def on_device(inputs):
+    """inputs on the models' device (CIRCLEROPE_HF_TEST_DEVICE)."""
+    return {k: v.to(DEVICE) if torch.is_tensor(v) else v for k, v in inputs.items()}
+
+
 def forward_logits(model, inputs):
+    """The logits of inputs moved to the models' device, back on the CPU for comparison."""
     with torch.no_grad():
-        return model(**inputs).logits
+        return model(**on_device(inputs)).logits.cpu()
+
+
+# ------------------------------------------------- the rotation inside the models ---
+
+# The modules whose text attention rotates q and k, and the function it calls: transformers'
+# apply_multimodal_rotary_pos_emb (cos/sin [3, B, S, D]: Qwen2-VL and Qwen2.5-VL in 4.x and
+# early 5.x) or apply_rotary_pos_emb (cos/sin [B, S, D], each frequency already on its axis:
+# Qwen3-VL, and Qwen2-VL / Qwen2.5-VL in later 5.x, 5.24 among them). Their vision towers call
+# functions of other names.
+_ROTATIONS = {}
+for _name in ("qwen2_vl.modeling_qwen2_vl", "qwen2_5_vl.modeling_qwen2_5_vl", "qwen3_vl.modeling_qwen3_vl"):
+    try:
+        _module = importlib.import_module(f"transformers.models.{_name}")
+    except ImportError:  # Qwen3-VL before 4.57
+        continue
+    for _fn in ("apply_multimodal_rotary_pos_emb", "apply_rotary_pos_emb"):
+        if hasattr(_module, _fn):
+            _ROTATIONS[_module, _fn] = getattr(_module, _fn)
+FUSED_CALLS = []  # the device type of each q the fused rotation rotated
+
+
+def _fused_multimodal(q, k, cos, sin, mrope_section, unsqueeze_dim=1):
+    """transformers' apply_multimodal_rotary_pos_emb through circlerope's fused operator."""
+    assert circlerope._fused_device(q), f"circlerope has no fused kernel for {q.device}"  # no silent formula
+    FUSED_CALLS.append(q.device.type)
+    return hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, mrope_section, unsqueeze_dim, fused=True)
+
+
+def _fused_selected(q, k, cos, sin, *unused, unsqueeze_dim=1):
+    """transformers' apply_rotary_pos_emb the same way: its one axis given as all three."""
+    return _fused_multimodal(q, k, cos.expand(3, *cos.shape), sin.expand(3, *sin.shape), [cos.size(-1) // 2],
+                             unsqueeze_dim)
+
+
+@contextlib.contextmanager
+def rotation(fused):
+    """The models' text attention rotates q and k with circlerope's fused operator (fused) or
+    with transformers' own formula, inside the block."""
+    for (module, fn), original in _ROTATIONS.items():
+        setattr(module, fn, original if not fused else
+                _fused_multimodal if fn == "apply_multimodal_rotary_pos_emb" else _fused_selected)
+    try:
+        yield
+    finally:
+        for (module, fn), original in _ROTATIONS.items():
+            setattr(module, fn, original)
+
+
+@pytest.fixture(autouse=True)
+def _device_and_rotation():
+    """CIRCLEROPE_HF_TEST_ROTATION=fused: every check runs with the fused rotation. On CUDA,
+    float32 means float32: cuDNN's TF32 convolutions (its default) would round the vision
+    tower's patch embedding to 10-bit mantissas, by an algorithm cuDNN picks per batch size (a
+    pack against its samples). Matmuls are float32 by default."""
+    tf32 = torch.backends.cudnn.allow_tf32
+    if DEVICE.type == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+    try:
+        with rotation(FUSED):
+            yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+@pytest.fixture
+def deterministic():
+    """On CUDA, deterministic algorithms for a backward pass: cuDNN's (the vision tower's
+    convolution gradient may otherwise take atomics) and torch's (index_put's accumulation in
+    the vision tower's window reordering), so that run-to-run noise cannot pass for a
+    difference. The CPU's are deterministic already."""
+    if DEVICE.type != "cuda":
+        yield
+        return
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.deterministic)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.deterministic = before[2]
 
 
 REQUESTS = {"text": lambda: {"input_ids": torch.tensor([[5, 6, 7, 8, 9]])},
@@ -253,6 +427,7 @@ def reference_logits(model, inputs, per_layer_schemes, circle=None):
     float32), transformers' rotary formula, a causal + padding mask, the final norm and lm_head.
     Nothing here goes through apply()."""
     text = parts(model)
+    inputs = on_device(inputs)
     ids = inputs["input_ids"]
     mask2d = inputs.get("attention_mask")
     vision = circlerope.VisionConfig.from_hf_config(model.config)
@@ -268,10 +443,11 @@ def reference_logits(model, inputs, per_layer_schemes, circle=None):
                 feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
                 embeds = embeds.masked_scatter((ids == token).unsqueeze(-1).expand_as(embeds), feats.to(embeds.dtype))
         b, s, _ = embeds.shape
-        allowed = torch.ones(s, s, dtype=torch.bool).tril()[None, None].expand(b, 1, s, s).clone()
+        allowed = torch.ones(s, s, dtype=torch.bool, device=DEVICE).tril()[None, None].expand(b, 1, s, s).clone()
         if mask2d is not None:
             allowed &= mask2d.bool()[:, None, None, :]
-        additive = torch.zeros(b, 1, s, s).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        additive = torch.zeros(b, 1, s, s, dtype=embeds.dtype, device=DEVICE).masked_fill(
+            ~allowed, torch.finfo(embeds.dtype).min)
         pos = {}
         for scheme in set(per_layer_schemes):
             p, _ = circlerope.get_rope_index(ids, inputs.get("image_grid_thw"), inputs.get("video_grid_thw"),
@@ -282,7 +458,7 @@ def reference_logits(model, inputs, per_layer_schemes, circle=None):
         for layer, scheme in zip(text.layers, per_layer_schemes):
             out = type(layer).forward(layer, hidden, attention_mask=additive, position_embeddings=pos[scheme])
             hidden = out[0] if isinstance(out, tuple) else out
-        return model.lm_head(text.norm(hidden))
+        return model.lm_head(text.norm(hidden)).cpu()
 
 
 GEOMETRIES = {"circle": dict(scheme="circle"), "vanilla": dict(scheme="vanilla"),
@@ -306,7 +482,8 @@ def test_circle_and_age_equal_the_layer_by_layer_transcription(model_type, geome
     got = forward_logits(model, inputs)
     want = reference_logits(model, inputs, layer_schemes(model), circle)
     real = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"])).bool()
-    torch.testing.assert_close(got[real], want[real], rtol=0, atol=1e-5)
+    # float32: the reference runs the model's own layers, so only its mask differs; bfloat16: above
+    assert_near(got[real], want[real], 1e-5)
 
 
 def compat_of(model_type):
@@ -340,7 +517,7 @@ def test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions(monkey
     for i, scheme in enumerate(["circle", "mrope", "circle", "mrope"]):
         p, _ = circlerope.get_rope_index(inputs["input_ids"], inputs["image_grid_thw"], scheme=scheme,
                                          vision=vision, compat=compat_of(model_type))
-        cos, sin = original(text.rotary_emb, torch.zeros(1, dtype=torch.float32), p.float())
+        cos, sin = original(text.rotary_emb, torch.zeros(1, dtype=DTYPE, device=DEVICE), p.float().to(DEVICE))
         assert type(got[i]) is tuple, i
         assert torch.equal(got[i][0], cos) and torch.equal(got[i][1], sin), (i, scheme)
 
@@ -357,7 +534,8 @@ def test_circle_positions_are_fractional_and_reach_the_layers():
                                      vision=circlerope.VisionConfig.from_hf_config(model.config),
                                      compat=hf.installed_compat())
     assert (p != p.round()).any()  # really fractional
-    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1), p)
+    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1, dtype=DTYPE, device=DEVICE),
+                                                    p.to(DEVICE))
     assert torch.equal(seen[0][0], cos)
 
 
@@ -369,6 +547,35 @@ def _prompt(batch):
     return padded_batch("left")
 
 
+def greedy(model, inputs, steps):
+    """Greedy generate() with a cache: (sequences, logits of each step), on the CPU."""
+    with torch.no_grad():
+        out = model.generate(**on_device(inputs), max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                             suppress_tokens=SPECIAL,
+                             output_logits=True, return_dict_in_generate=True)
+    return out.sequences.cpu(), [logits.cpu() for logits in out.logits]
+
+
+def assert_decode_step(model, cached, full, token, step):
+    """A cached generate() step against a full recompute of the same prefix (the generated one).
+    float32: logits within ATOL, and the recompute picks the generated token. bfloat16: logits
+    within the bfloat16 bound (assert_near), and a different pick by the recompute only at a
+    near-tie: its logit of the generated token within twice that bound of its best (which the
+    bound implies when generate() picked the best cached logit; the check says so directly).
+    The recompute runs on the generated prefix, so every step is compared, after such a tie
+    too."""
+    assert_near(cached, full, ATOL, msg=f"step {step}")
+    if DTYPE == torch.float32:
+        assert torch.equal(full.index_fill(-1, torch.tensor(SPECIAL), float("-inf")).argmax(-1), token), step
+        return
+    eos = model.generation_config.eos_token_id  # kept out by min_new_tokens
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    allowed = full.float().index_fill(-1, torch.tensor(SPECIAL + eos), float("-inf"))
+    gap = allowed.max(-1).values - allowed.gather(-1, token[:, None])[:, 0]
+    bound = BF16_ULPS * UNIT[DTYPE] * full.float().abs().max().item()
+    assert (gap <= 2 * bound).all(), f"step {step}: the recompute prefers another token by {gap.tolist()} > 2 * {bound}"
+
+
 @pytest.mark.parametrize("model_type", ["qwen2_5_vl"] + (["qwen3_vl"] if HAS_QWEN3 else []))
 @pytest.mark.parametrize("geometry", ["mrope", "circle", "vanilla", "alternate"])
 @pytest.mark.parametrize("batch", [1, 2])
@@ -377,22 +584,16 @@ def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch, 
     hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
     inputs = _prompt(batch)
     steps = 5
-    with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
-                             suppress_tokens=SPECIAL,
-                             output_logits=True, return_dict_in_generate=True)
+    sequences, logits = greedy(model, inputs, steps)
     prompt_len = inputs["input_ids"].size(1)
-    sequences = out.sequences
     assert sequences.size(1) == prompt_len + steps
     for step in range(steps):
         full = dict(inputs, input_ids=sequences[:, :prompt_len + step])
         if "attention_mask" in inputs:
             full["attention_mask"] = torch.cat([inputs["attention_mask"],
                                                 torch.ones(batch, step, dtype=torch.int64)], 1)
-        logits = forward_logits(model, full)[:, -1]
-        torch.testing.assert_close(out.logits[step], logits, rtol=0, atol=ATOL, msg=f"step {step}")
-        assert torch.equal(logits.index_fill(-1, torch.tensor(SPECIAL), float("-inf")).argmax(-1),
-                           sequences[:, prompt_len + step]), step
+        assert_decode_step(model, logits[step], forward_logits(model, full)[:, -1], sequences[:, prompt_len + step],
+                           step)
 
 
 def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
@@ -401,16 +602,46 @@ def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
     results = {}
     for official in (False, True):
         hf.apply(model, age="alternate", official_decode=official)
-        with torch.no_grad():
-            out = model.generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
-                             suppress_tokens=SPECIAL,
-                                 output_logits=True, return_dict_in_generate=True)
-        results[official] = out
+        results[official] = greedy(model, inputs, 3)[1]
         hf.restore(model)
     # The prompt's logits are the same; after it the reference puts the M-RoPE layers on
-    # Circle-RoPE's positions, which a full recompute does not.
-    torch.testing.assert_close(results[True].logits[0], results[False].logits[0], rtol=0, atol=0)
-    assert (results[True].logits[1] - results[False].logits[1]).abs().max() > 1e-4
+    # Circle-RoPE's positions, which a full recompute does not. In bfloat16 the difference
+    # must also exceed the rounding bound of assert_near, which it measures against.
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=0, atol=0)
+    moved = (results[True][1].float() - results[False][1].float()).abs().max().item()
+    floor = 1e-4 if DTYPE == torch.float32 else BF16_ULPS * UNIT[DTYPE] * results[False][1].float().abs().max().item()
+    assert moved > floor, (moved, floor)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_the_fused_rotation_inside_a_model_equals_transformers_formula(model_type, deterministic):
+    """The text attention's rotation through circlerope's fused operator (its CUDA kernel on
+    cuda), forward and backward, against transformers' formula in the same model. float32: both
+    are float32 math, within its rounding (1e-5 on logits and gradients of magnitude about 1;
+    measured: 1.8e-7 and 3.6e-7). bfloat16: the operator rounds q and k once, the formula three
+    times (two products and their sum), so q and k differ by about u, which the logits carry
+    like the rounding differences of assert_near (measured: 3 u). A parameter's gradient has the
+    backward's roundings too and sums its tokens' contributions of either sign, so its error is
+    larger against its own largest entry: BF16_GRAD_ULPS (measured: 10.3 u, a vision norm's
+    weight). A wrong rotation in either direction moves logits and q/k gradients by their
+    whole scale."""
+    model = make_model(model_type)
+    hf.apply(model, age="alternate")
+    inputs = on_device(request(("image",)))
+    results = {}
+    for fused in (False, True):
+        with rotation(fused):
+            FUSED_CALLS.clear()
+            model.zero_grad(set_to_none=True)
+            logits = model(**inputs).logits
+            lm_loss(logits.float(), inputs["input_ids"]).backward()
+            grads = {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
+            results[fused] = logits.detach().cpu(), grads, list(FUSED_CALLS)
+    assert results[False][2] == [] and results[True][2] == [DEVICE.type] * LAYERS, results[True][2]
+    assert_near(results[True][0], results[False][0], 1e-5)
+    assert results[True][1].keys() == results[False][1].keys()
+    for name, grad in results[False][1].items():
+        assert_near(results[True][1][name], grad, 1e-5, msg=name, ulps=BF16_GRAD_ULPS)
 
 
 # ------------------------------------------------------------------- packing ---
@@ -420,15 +651,48 @@ def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
 def test_packed_samples_give_each_samples_own_logits(attn, geometry):
     model = make_model("qwen2_5_vl", attn)
     hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
-    samples = [request(("image",), seed=11), request(("image", "image"), seed=12), request((), seed=13)]
-    packed = hf.pack(model, samples)
-    got = forward_logits(model, packed)
+    samples = pack_samples()
+    assert_each_sample_alone(model, samples, forward_logits(model, hf.pack(model, samples)))
+
+
+def pack_samples():
+    return [request(("image",), seed=11), request(("image", "image"), seed=12), request((), seed=13)]
+
+
+def assert_each_sample_alone(model, samples, got, dtype=DTYPE):
+    """The logits of a packed row equal each sample's forward alone (different matmul shapes:
+    float32 within 1e-5, bfloat16 as assert_near says)."""
     start = 0
     for sample in samples:
         n = sample["input_ids"].size(1)
         alone = forward_logits(model, sample)
-        torch.testing.assert_close(got[:, start:start + n], alone, rtol=0, atol=1e-5)
+        assert_near(got[:, start:start + n], alone, 1e-5, dtype=dtype)
         start += n
+
+
+def test_flash_attention_2_keeps_packed_samples_apart_with_the_varlen_kwargs_of_pack():
+    """pack(flash_attention_kwargs=True) through transformers' flash_attention_2 (the varlen
+    kernels), in bfloat16 on CUDA: each sample's logits as its forward alone."""
+    if DEVICE.type != "cuda":
+        pytest.skip("flash_attention_2 runs on CUDA only (CIRCLEROPE_HF_TEST_DEVICE=cuda)")
+    try:
+        import flash_attn
+    except ImportError as e:
+        pytest.skip(f"flash_attn is not importable ({e}): transformers' flash_attention_2 needs it")
+    from transformers.utils import is_flash_attn_2_available
+    if not is_flash_attn_2_available():
+        pytest.skip(f"transformers {transformers.__version__} cannot use flash_attn "
+                    f"{getattr(flash_attn, '__version__', '?')} here (is_flash_attn_2_available() is False)")
+    dtype = torch.bfloat16  # flash-attention takes 16-bit q, k, v only
+    model = make_model("qwen2_5_vl", "flash_attention_2", dtype=dtype)
+    hf.apply(model, age="alternate")
+    samples = pack_samples()
+    packed = hf.pack(model, samples, flash_attention_kwargs=True)
+    if VERSION < (5, 0):
+        # Before 5.0 pack also makes a 4-D block-diagonal mask for eager and sdpa, which
+        # flash-attention does not take: the varlen kwargs say the same.
+        packed.pop("attention_mask")
+    assert_each_sample_alone(model, samples, forward_logits(model, packed), dtype=dtype)
 
 
 def test_packed_positions_survive_a_floating_point_cast():
@@ -461,13 +725,16 @@ def _gradients(switch, checkpointing, reentrant=False):
     model.train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
-    inputs = request(("image",), seed=5)
+    inputs = on_device(request(("image",), seed=5))
     lm_loss(model(**inputs).logits, inputs["input_ids"]).backward()
-    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
 
 
 @pytest.mark.parametrize("reentrant", [False, True])
-def test_gradients_are_the_same_with_gradient_checkpointing(reentrant):
+def test_gradients_are_the_same_with_gradient_checkpointing(reentrant, deterministic):
+    # Checkpointing recomputes the same operations on the same shapes: the gradients agree to
+    # 1e-6 in float32, and bit for bit in bfloat16 (measured on the CPU); on CUDA with the
+    # deterministic fixture's algorithms.
     plain = [_gradients(False, c) for c in (False, True)]
     theirs = [n for n in plain[0] if not torch.allclose(plain[0][n], plain[1][n], rtol=0, atol=1e-6)]
     if theirs:  # 4.56.2: its vision tower changes under checkpointing, and so does everything after it
@@ -509,6 +776,14 @@ def test_restore_undoes_everything():
         hf.restore(model)
 
 
+def reopen(path):
+    """hf.from_pretrained of a saved tiny Qwen2.5-VL, in the models' dtype and on their device."""
+    kwargs = {} if DTYPE == torch.float32 else dtype_kwargs(DTYPE)
+    model = hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, path, attn_implementation="eager",
+                               **kwargs)
+    return model.to(DEVICE).eval()
+
+
 def test_save_pretrained_and_from_pretrained_keep_the_geometry(tmp_path):
     model = make_model("qwen2_5_vl")
     circle = circlerope.CircleConfig(radius="auto", alpha=0.25)
@@ -516,8 +791,7 @@ def test_save_pretrained_and_from_pretrained_keep_the_geometry(tmp_path):
     inputs = request(("image",))
     want = forward_logits(model, inputs)
     model.save_pretrained(tmp_path)
-    again = hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path, attn_implementation="eager")
-    again.eval()
+    again = reopen(tmp_path)
     assert hf.geometry(again)["age"] == "CCMM"
     assert hf.geometry(again)["circle"]["alpha"] == 0.25 and hf.geometry(again)["circle"]["radius"] == "auto"
     torch.testing.assert_close(forward_logits(again, inputs), want, rtol=0, atol=0)
@@ -538,15 +812,16 @@ def test_errors_name_the_problem():
     hf.apply(model, "circle")
     with pytest.raises(ValueError, match="already switched"):
         hf.apply(model, "circle")
-    inputs = request(("image",))
+    inputs = on_device(request(("image",)))
+    embeds = torch.zeros(1, 4, 64, dtype=DTYPE, device=DEVICE)
     with pytest.raises(ValueError, match="2-D"):
         model(**dict(inputs, attention_mask=torch.ones(1, 1, 5, 5)))
     with pytest.raises(ValueError, match="input_ids"):
-        model(inputs_embeds=torch.zeros(1, 4, 64))
+        model(inputs_embeds=embeds)
     with pytest.raises(ValueError, match="position_ids"):
         model(**dict(inputs, position_ids=torch.arange(inputs["input_ids"].size(1)).view(1, -1)))
     with pytest.raises(RuntimeError, match="outside the model"):
-        parts(model)(inputs_embeds=torch.zeros(1, 4, 64))
+        parts(model)(inputs_embeds=embeds)
     with pytest.raises(ValueError, match="circlerope_positions"):
         model(**inputs, circlerope_positions=torch.zeros(3, 3, 1, 2, dtype=torch.int64))
     cfg = transformers.PretrainedConfig()
@@ -607,15 +882,15 @@ def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_c
 def test_new_images_after_a_cached_prompt_are_refused():
     model = make_model("qwen2_5_vl")
     hf.apply(model, "circle")
-    inputs = request(("image",))
+    inputs = on_device(request(("image",)))
     with torch.no_grad():
         out = model(**inputs, use_cache=True)
         cache = out.past_key_values if hasattr(out, "past_key_values") else out.cache
         key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         with pytest.raises(NotImplementedError, match="after the prompt"):
-            model(input_ids=torch.tensor([[START, IMAGE]]), **{key: cache})
+            model(input_ids=torch.tensor([[START, IMAGE]], device=DEVICE), **{key: cache})
         if VERSION >= (5, 0):  # 4.54's own decode path without cache_position adds in place to an expanded view
-            model(input_ids=torch.tensor([[IMAGE]]), **{key: cache})  # a lone image token is text
+            model(input_ids=torch.tensor([[IMAGE]], device=DEVICE), **{key: cache})  # a lone image token is text
 
 
 def test_a_checkpoint_of_the_official_code_opens_on_its_geometry(tmp_path):
@@ -625,13 +900,13 @@ def test_a_checkpoint_of_the_official_code_opens_on_its_geometry(tmp_path):
     model = make_model("qwen2_5_vl")
     model.config.circle_rope = {"alpha": 0.5, "radius": 10, "method": "circle", "move_to_origin": True}
     model.save_pretrained(tmp_path)
-    again = hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path, attn_implementation="eager")
+    again = reopen(tmp_path)
     assert hf.geometry(again)["schemes"] == ["circle"]
     assert hf.geometry(again)["circle"] == dict(radius=10.0, alpha=0.5, move_to_origin=True, dff_rate=0.0,
                                                 move_to_positive=None)
     inputs = request(("image",))
-    want = reference_logits(again.eval(), inputs, ["circle"] * LAYERS, circlerope.CircleConfig())
-    torch.testing.assert_close(forward_logits(again, inputs), want, rtol=0, atol=1e-5)
+    want = reference_logits(again, inputs, ["circle"] * LAYERS, circlerope.CircleConfig())
+    assert_near(forward_logits(again, inputs), want, 1e-5)
     hf.restore(again)
     again.config.circle_rope = {"alpha": 0.5, "radius": 10, "AGE_mode": "strategy_4"}
     with pytest.raises(ValueError, match="36"):
@@ -640,6 +915,8 @@ def test_a_checkpoint_of_the_official_code_opens_on_its_geometry(tmp_path):
 
 @pytest.mark.skipif(os.environ.get("CIRCLEROPE_SANITIZED") == "1" or bool(os.environ.get("HF_MATRIX_EXPECT_VERSION")),
                     reason="two torchrun launches (about a minute): run by the Release tree's python_hf_ddp test")
+@pytest.mark.skipif(not DEFAULT_SETTING, reason="hf_ddp_finetune.py trains on the CPU in float32 (gloo), whatever "
+                    "CIRCLEROPE_HF_TEST_DEVICE / _DTYPE / _ROTATION say: run in the default setting")
 def test_two_process_ddp_fine_tune_gives_the_weights_of_one_process(tmp_path):
     """torchrun (gloo) with 2 processes against 1, same global batch of 4 (hf_ddp_finetune.py)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_ddp_finetune.py")
@@ -669,30 +946,28 @@ def test_qwen3_vl_video_frames_each_take_a_ring_and_generate_continues_them(geom
     seen = []
     parts(model).layers[0].self_attn.register_forward_pre_hook(
         lambda mod, args, kwargs: seen.append(kwargs["position_embeddings"]), with_kwargs=True)
-    with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
-                             suppress_tokens=SPECIAL,
-                             output_logits=True, return_dict_in_generate=True)
+    sequences, logits = greedy(model, inputs, 3)
     # The prompt's layer-0 positions: three frames of [1, 4, 4], each a Circle-RoPE block.
     frames = torch.tensor([[1, 4, 4]] * 3)
     p, _ = circlerope.get_rope_index(inputs["input_ids"], None, frames, scheme="circle",
                                      vision=circlerope.VisionConfig.from_hf_config(model.config),
                                      compat=hf.installed_compat())
-    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1), p)
+    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1, dtype=DTYPE, device=DEVICE),
+                                                    p.to(DEVICE))
     assert torch.equal(seen[0][0], cos)
     n = inputs["input_ids"].size(1)
     for step in range(3):
-        full = dict(inputs, input_ids=out.sequences[:, :n + step])
-        torch.testing.assert_close(out.logits[step], forward_logits(model, full)[:, -1], rtol=0, atol=ATOL)
+        full = dict(inputs, input_ids=sequences[:, :n + step])
+        assert_near(logits[step], forward_logits(model, full)[:, -1], ATOL, msg=f"step {step}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rotary_cos_sin_equals_the_releases_rotary_embedding_bit_for_bit(dtype):
     model = make_model("qwen2_5_vl")
     rotary = parts(model).rotary_emb
-    pos, _ = circlerope.get_rope_index(torch.tensor([[5, START] + [IMAGE] * 16 + [6] * 3]), [[1, 8, 8]],
+    pos, _ = circlerope.get_rope_index(torch.tensor([[5, START] + [IMAGE] * 16 + [6] * 3], device=DEVICE), [[1, 8, 8]],
                                        scheme="circle", vision=circlerope.VisionConfig.from_hf_config(model.config))
-    want_cos, want_sin = rotary(torch.zeros(1, dtype=dtype), pos)
+    want_cos, want_sin = rotary(torch.zeros(1, dtype=dtype, device=DEVICE), pos)
     cos, sin = hf.rotary_cos_sin(pos, model.config, dtype=dtype)
     if want_cos.dim() == 3:  # later releases: the module picks each frequency's axis itself
         sections = hf.rotary_config(model.config).sections
