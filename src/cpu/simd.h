@@ -464,5 +464,10 @@ struct Avx512Bf16 : Avx512 {
 #endif  // AVX512_BF16
 #endif  // AVX-512
 
+// ---- software prefetch (every backend) ----------------------------------------------------
+// A hint that never faults (an address past the end of a buffer is fine) and never changes a
+// result: PREFETCHT0 on x86, the line holding p into every cache level.
+inline void prefetch_read(const void* p) { __builtin_prefetch(p, 0, 3); }
+
 }  // namespace
 }  // namespace circlerope::cpu
