@@ -49,9 +49,9 @@ enum class Direction { forward, backward };
 //   avx512bf16  avx512 with bf16 outputs rounded by VCVTNE2PS2BF16 (AVX512_BF16)
 // A path is available when CPUID and XGETBV say the CPU has it and the OS saves its register
 // state, and (for the AVX-512 paths) a known-answer comparison with avx2 passed on this CPU.
-// `automatic` picks avx512, else avx2, else portable; it never picks avx512bf16, whose bf16
-// conversion no machine available to this project could execute (force it to use it).
-// Forcing a path that is not available is an error naming the reason.
+// `automatic` picks avx512bf16, else avx512, else avx2, else portable (every path gives the
+// same bits but portable, which has no FMA). Forcing a path that is not available is an error
+// naming the reason.
 enum class Isa { automatic, portable, avx2, avx512, avx512bf16 };
 enum class Prefetch { automatic, on, off };
 
