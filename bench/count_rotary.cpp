@@ -1,7 +1,8 @@
 // Rotates q and k of Qwen2.5-VL-3B shape (S = 512, Hq 16, Hk 2, D 128) in place a given
 // number of times on one thread and nothing else, so that valgrind --tool=callgrind can
 // count instructions per element (bench/instructions.sh).
-// Usage: circlerope_count_rotary float32|bfloat16|float16 CALLS [portable|avx2|avx512|avx512bf16]
+// Usage: circlerope_count_rotary float32|bfloat16|float16 CALLS [portable|avx2|avx512|avx512bf16
+//        [automatic|on|off]]   (the last: software prefetch; automatic leaves it off at this size)
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -11,8 +12,8 @@
 
 int main(int argc, char** argv) {
   using namespace circlerope;
-  if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s DTYPE CALLS [PATH]\n", argv[0]);
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr, "usage: %s DTYPE CALLS [PATH [PREFETCH]]\n", argv[0]);
     return 2;
   }
   try {
@@ -20,7 +21,8 @@ int main(int argc, char** argv) {
     const DType dtype = parse_dtype(argv[1]);
     RotaryParams params;
     params.threads = 1;
-    if (argc == 4) params.isa = parse_isa(argv[3]);
+    if (argc >= 4) params.isa = parse_isa(argv[3]);
+    if (argc == 5) params.prefetch = parse_prefetch(argv[4]);
     std::vector<float> positions(3 * S);
     for (std::int64_t i = 0; i < 3 * S; ++i) positions[static_cast<std::size_t>(i)] = 0.37f * static_cast<float>(i % S);
     const RotaryTable table = make_rotary_table(RotaryConfig{}, positions.data(), 1, S, 1);

@@ -498,6 +498,9 @@ int run(int argc, char** argv) {
   std::string rotary_plot, rotary_copy_mib = "256";
   bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
   bench_rotary_cmd->add_option("--plot", rotary_plot, "also write a bar chart (SVG file)");
+  std::string rotary_prefetch = "automatic";
+  bench_rotary_cmd->add_option("--prefetch", rotary_prefetch,
+                               "software prefetch: automatic (by size), on, off, or compare (off and on alternately) [automatic]");
 
   // check
   auto* check = app.add_subcommand("check", "every rotary fast path against the float64 reference on fresh random inputs");
@@ -596,6 +599,12 @@ int run(int argc, char** argv) {
       for (const std::string& d : rotary_dtypes) options.dtypes.push_back(parse_dtype(d));
       if (rotary_isa != "all") options.isas = {parse_isa(rotary_isa)};
       options.copy_mib = static_cast<int>(parse_unsigned(rotary_copy_mib, "--copy-mib", 1, 4096));
+      options.prefetch_compare = rotary_prefetch == "compare";
+      if (!options.prefetch_compare) {
+        if (rotary_prefetch != "automatic" && rotary_prefetch != "on" && rotary_prefetch != "off")
+          throw Error("--prefetch '" + rotary_prefetch + "' is not one of automatic, on, off, compare");
+        options.prefetch = parse_prefetch(rotary_prefetch);
+      }
       if (!rotary_plot.empty()) check_svg_path("--plot", rotary_plot);
       const auto result = cli::bench_rotary(options, std::cerr);
       if (!rotary_plot.empty()) {

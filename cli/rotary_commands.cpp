@@ -362,15 +362,14 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
         for (Direction direction : {Direction::forward, Direction::backward})
           for (bool in_place : {true, false}) {
             const RotaryTarget targets[2] = {{qv, in_place ? qv : qo}, {kv, in_place ? kv : ko}};
-            RotaryParams params;
-            params.direction = direction;
-            params.threads = o.threads;
-            params.isa = isa;
             // This shared machine's bandwidth drifts by tens of percent within a minute, so a
-            // row alternates baseline and rotation measurements and reports the median ratio.
+            // row alternates baseline and rotation measurements and reports the median ratio;
+            // --prefetch compare measures the rotation without and with prefetch in each round.
+            const std::size_t variants = o.prefetch_compare ? 2 : 1;
             constexpr int kRounds = 5;
-            const double slice = o.min_seconds / kRounds / (in_place ? 2 : 3);
-            std::vector<double> times, bases, ratios, memcpys, streams, rmws;
+            const double slice = o.min_seconds / kRounds / static_cast<double>((in_place ? 1 : 2) + variants);
+            std::vector<double> bases, memcpys, streams, rmws;
+            std::vector<double> times[2], ratios[2], gains;
             int memcpy_wins = 0;
             for (int round = 0; round < kRounds; ++round) {
               double base_s;
@@ -386,36 +385,51 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
                 base_s = std::min(m, st);
               }
               bases.push_back(bytes / base_s / 1e9);
-              times.push_back(1e-9 * median_ns([&] { rotate(table, targets, params); }, slice));
-              ratios.push_back(base_s / times.back());
+              for (std::size_t v = 0; v < variants; ++v) {
+                RotaryParams params;
+                params.direction = direction;
+                params.threads = o.threads;
+                params.isa = isa;
+                params.prefetch = o.prefetch_compare ? (v == 0 ? Prefetch::off : Prefetch::on) : o.prefetch;
+                times[v].push_back(1e-9 * median_ns([&] { rotate(table, targets, params); }, slice));
+                ratios[v].push_back(base_s / times[v].back());
+              }
+              if (o.prefetch_compare) gains.push_back(times[0].back() / times[1].back());
             }
-            const double s = median(times);
-            const double gbps = bytes / s / 1e9;
-            json row = {{"path", to_string(isa)},
-                        {"dtype", to_string(dtype)},
-                        {"seq_len", seq},
-                        {"direction", to_string(direction)},
-                        {"mode", in_place ? "in-place" : "out-of-place"},
-                        {"ms", s * 1e3},
-                        {"gbps", gbps},
-                        {"copy_gbps", median(bases)},
-                        {"baseline", in_place ? "in-place read-modify-write"
-                                     : 2 * memcpy_wins > kRounds ? "memcpy" : "streaming copy"},
-                        {"fraction", median(ratios)},
-                        {"tokens_per_s", static_cast<double>(seq) / s},
-                        {"table_ms", table_s * 1e3},
-                        {"bytes", bytes}};
-            if (in_place) {
-              row["read_modify_write_gbps"] = median(rmws);
-            } else {
-              row["memcpy_gbps"] = median(memcpys);
-              row["streaming_copy_gbps"] = median(streams);
+            for (std::size_t v = 0; v < variants; ++v) {
+              const double s = median(times[v]);
+              const double gbps = bytes / s / 1e9;
+              const Prefetch prefetch = o.prefetch_compare ? (v == 0 ? Prefetch::off : Prefetch::on) : o.prefetch;
+              json row = {{"path", to_string(isa)},
+                          {"dtype", to_string(dtype)},
+                          {"seq_len", seq},
+                          {"direction", to_string(direction)},
+                          {"mode", in_place ? "in-place" : "out-of-place"},
+                          {"prefetch", to_string(prefetch)},
+                          {"ms", s * 1e3},
+                          {"gbps", gbps},
+                          {"copy_gbps", median(bases)},
+                          {"baseline", in_place ? "in-place read-modify-write"
+                                       : 2 * memcpy_wins > kRounds ? "memcpy" : "streaming copy"},
+                          {"fraction", median(ratios[v])},
+                          {"tokens_per_s", static_cast<double>(seq) / s},
+                          {"table_ms", table_s * 1e3},
+                          {"bytes", bytes}};
+              if (in_place) {
+                row["read_modify_write_gbps"] = median(rmws);
+              } else {
+                row["memcpy_gbps"] = median(memcpys);
+                row["streaming_copy_gbps"] = median(streams);
+              }
+              // The median of per-round ratios of the time without prefetch to the time with it.
+              if (v == 1) row["prefetch_gain"] = median(gains);
+              err << "bench rotary: " << to_string(isa) << " " << to_string(dtype) << " S=" << seq << " "
+                  << to_string(direction) << " " << row["mode"].get<std::string>() << " prefetch "
+                  << to_string(prefetch) << ": " << fixed(s * 1e3, 3) << " ms, " << fixed(gbps, 1) << " GB/s, "
+                  << fixed(100 * row["fraction"].get<double>(), 0) << "% of " << row["baseline"].get<std::string>()
+                  << (v == 1 ? ", " + fixed(median(gains), 2) + "x of no prefetch" : std::string()) << "\n";
+              rows.push_back(std::move(row));
             }
-            err << "bench rotary: " << to_string(isa) << " " << to_string(dtype) << " S=" << seq << " "
-                << to_string(direction) << " " << row["mode"].get<std::string>() << ": " << fixed(s * 1e3, 3)
-                << " ms, " << fixed(gbps, 1) << " GB/s, " << fixed(100 * row["fraction"].get<double>(), 0)
-                << "% of " << row["baseline"].get<std::string>() << "\n";
-            rows.push_back(std::move(row));
           }
     }
   }
@@ -427,6 +441,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
               {"automatic", to_string(automatic_isa())},
               {"skipped_paths", skipped},
               {"threads", threads},
+              {"prefetch", o.prefetch_compare ? "compare" : std::string(to_string(o.prefetch))},
               {"copy_gbps", copy.copy_gbps},
               {"copy_streams_gbps", {{"memcpy", copy.memcpy_gbps},
                                      {"streaming_copy", copy.stream_copy_gbps},
@@ -521,15 +536,18 @@ void print_bench_rotary_table(const json& r, std::ostream& out) {
          "of its fair baseline on the same buffers (in place: a read-modify-write of q and k; out of place: the "
          "better of memcpy and a streaming-store copy into the outputs): 'base GB/s' is their median, 'of base' "
          "the median ratio\n";
-  out << "  path        dtype     seq_len  direction  mode            ms     GB/s  base GB/s  of base  baseline\n";
+  out << "  path        dtype     seq_len  direction  mode          prefetch        ms     GB/s  base GB/s  of base  baseline\n";
   for (const json& row : r["results"]) {
     out << "  " << std::left << std::setw(12) << row["path"].get<std::string>() << std::setw(10)
         << row["dtype"].get<std::string>() << std::right << std::setw(7) << row["seq_len"].get<std::int64_t>() << "  "
-        << std::left << std::setw(9) << row["direction"].get<std::string>() << "  " << std::setw(12)
-        << row["mode"].get<std::string>() << std::right << std::setw(8) << fixed(row["ms"].get<double>(), 3)
+        << std::left << std::setw(9) << row["direction"].get<std::string>() << "  " << std::setw(14)
+        << row["mode"].get<std::string>() << std::setw(9) << row["prefetch"].get<std::string>() << std::right
+        << std::setw(9) << fixed(row["ms"].get<double>(), 3)
         << std::setw(9) << fixed(row["gbps"].get<double>(), 1) << std::setw(11)
         << fixed(row["copy_gbps"].get<double>(), 1) << std::setw(8) << fixed(100 * row["fraction"].get<double>(), 0)
-        << "%  " << row["baseline"].get<std::string>() << "\n";
+        << "%  " << row["baseline"].get<std::string>();
+    if (row.contains("prefetch_gain")) out << ", " << fixed(row["prefetch_gain"].get<double>(), 2) << "x of no prefetch";
+    out << "\n";
   }
 }
 

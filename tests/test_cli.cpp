@@ -280,7 +280,9 @@ TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
     }
   // paths x 3 dtypes x forward/backward x in place/out of place
   ASSERT_EQ(b["results"].size(), 12u * available.size());
+  EXPECT_EQ(b["prefetch"], "automatic");
   for (const json& row : b["results"]) {
+    EXPECT_EQ(row["prefetch"], "automatic");
     for (const char* key : {"path", "dtype", "seq_len", "direction", "mode", "ms", "gbps", "copy_gbps", "baseline", "fraction"})
       EXPECT_TRUE(row.contains(key)) << key;
     EXPECT_GT(row["ms"].get<double>(), 0);
@@ -299,6 +301,27 @@ TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
     }
   }
   EXPECT_GT(b["copy_gbps"].get<double>(), 0);
+}
+
+// --prefetch compare: each row twice, without and with prefetch, measured in the same rounds
+// against the same baseline; the second carries the median ratio of the two times.
+TEST_F(Cli, BenchRotaryComparesPrefetchOffAndOn) {
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes bfloat16 --min-seconds 0.001 --copy-mib 1 --path automatic "
+                        "--prefetch compare --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json b = json::parse(r.out);
+  EXPECT_EQ(b["prefetch"], "compare");
+  ASSERT_EQ(b["results"].size(), 8u);  // forward/backward x in place/out of place x off/on
+  for (std::size_t i = 0; i < 8; i += 2) {
+    const json& off = b["results"][i];
+    const json& on = b["results"][i + 1];
+    EXPECT_EQ(off["prefetch"], "off");
+    EXPECT_EQ(on["prefetch"], "on");
+    EXPECT_EQ(off["mode"], on["mode"]);
+    EXPECT_EQ(off["copy_gbps"], on["copy_gbps"]) << "one baseline for both";
+    EXPECT_FALSE(off.contains("prefetch_gain"));
+    EXPECT_GT(on["prefetch_gain"].get<double>(), 0);
+  }
 }
 
 TEST_F(Cli, BenchRotaryForcedMissingPathIsAOneLineError) {
@@ -590,6 +613,7 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"bench rotary --format xml", "--format 'xml'"},
       {"check --rounds 0", "--rounds must be an integer in [1, 1000] (got '0')"},
       {"bench rotary --copy-mib 0", "--copy-mib must be an integer in [1, 4096] (got '0')"},
+      {"bench rotary --prefetch always", "--prefetch 'always' is not one of automatic, on, off, compare"},
       {"frobnicate", "unknown command 'frobnicate'"},
       {"", "subcommand"},
   };

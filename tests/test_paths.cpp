@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -197,10 +198,81 @@ TEST_P(RotaryPath, EqualsAvx2BitForBit) {
         }
 }
 
+// Software prefetch is a hint: with it forced on, off or left to the size gate, every byte of
+// the outputs (NaN-filled beforehand, pass-through and gaps included) is the same, for every
+// dtype, pairing, direction, in and out of place, in the layouts that reach the vector path
+// (bshd, bhsd, padded rows), the staged one (dim stride 2) and the streaming stores (a
+// separate, 16-byte aligned out of place call large enough for the streaming threshold).
+TEST_P(RotaryPath, PrefetchOnAndOffGiveTheSameBits) {
+  std::mt19937_64 rng(0x9F37C4);
+  int cases = 0;
+  auto run = [&](DType dtype, Pairing pairing, Direction direction, bool in_place, const char* layout,
+                 std::int64_t S, std::int64_t H, int rot, std::int64_t head_dim, int threads) {
+    RotaryConfig config;
+    config.rotary_dim = rot;
+    config.sections = {rot / 6, rot / 6, rot / 2 - 2 * (rot / 6)};
+    std::vector<float> positions(static_cast<std::size_t>(3 * S));
+    for (float& p : positions) p = static_cast<float>(rng() % 40000) * 0.1f - 50.0f;
+    const RotaryTable table = make_rotary_table(config, positions.data(), 1, S, 1, isa());
+    const std::size_t size = dtype_size(dtype);
+    const std::int64_t step = std::string(layout) == "strided" ? 2 : 1;  // dim stride
+    const std::int64_t row = step * head_dim + (std::string(layout) == "padded" ? 5 : 0);
+    const std::size_t elements = static_cast<std::size_t>(S * H * row);
+    const auto in = random_bits(elements, dtype, rng);
+    std::vector<unsigned char> nan(elements * size);
+    for (std::size_t e = 0; e < elements; ++e) {
+      const std::uint32_t f = 0x7FC00DA7u;  // a quiet NaN with a payload, in every storage type
+      const std::uint16_t h = dtype == DType::bfloat16 ? 0x7FC1 : 0x7E01;
+      std::memcpy(&nan[e * size], size == 4 ? static_cast<const void*>(&f) : &h, size);
+    }
+    std::vector<unsigned char> out[3];
+    const Prefetch modes[3] = {Prefetch::off, Prefetch::on, Prefetch::automatic};
+    for (int m = 0; m < 3; ++m) {
+      std::vector<unsigned char> x = in;
+      out[m] = in_place ? in : nan;
+      std::array<std::int64_t, 4> strides = {S * H * row, H * row, row, step};
+      if (std::string(layout) == "bhsd") strides = {S * H * row, row, S * row, step};
+      const HeadTensor vin{in_place ? out[m].data() : x.data(), dtype, {1, S, H, head_dim}, strides};
+      const HeadTensor vout{out[m].data(), dtype, {1, S, H, head_dim}, strides};
+      RotaryParams params;
+      params.isa = isa();
+      params.pairing = pairing;
+      params.direction = direction;
+      params.threads = threads;
+      params.prefetch = modes[m];
+      const RotaryTarget t{vin, vout};
+      rotate(table, std::span<const RotaryTarget>(&t, 1), params);
+      if (!in_place) {
+        EXPECT_EQ(x, in) << "the input changed";
+      }
+    }
+    EXPECT_EQ(out[0], out[1]) << to_string(dtype) << " " << to_string(pairing) << " " << to_string(direction) << " "
+                              << layout << (in_place ? " in place" : " out of place") << " S " << S << " rot " << rot;
+    EXPECT_EQ(out[0], out[2]) << "automatic " << to_string(dtype) << " " << layout;
+    ++cases;
+  };
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
+    for (Pairing pairing : {Pairing::neox, Pairing::gptj})
+      for (Direction direction : {Direction::forward, Direction::backward})
+        for (bool in_place : {false, true})
+          for (const char* layout : {"bshd", "bhsd", "padded", "strided"}) {
+            const int rot = 2 + 2 * static_cast<int>(rng() % 128);
+            const std::int64_t head_dim = rot + (std::string(layout) == "padded" ? 2 * static_cast<std::int64_t>(rng() % 4) : 0);
+            run(dtype, pairing, direction, in_place, layout, 1 + static_cast<std::int64_t>(rng() % 70),
+                1 + static_cast<std::int64_t>(rng() % 5), rot, head_dim, 1 + static_cast<int>(rng() % 3));
+          }
+  // Out of place and over the streaming threshold (16 MiB of q and k in dispatch.cpp): the
+  // non-temporal stores with prefetch, on two threads.
+  for (DType dtype : {DType::float32, DType::bfloat16})
+    run(dtype, Pairing::neox, Direction::forward, false, "bshd", dtype == DType::float32 ? 2100 : 4200, 16, 128, 128, 2);
+  EXPECT_EQ(cases, 3 * 2 * 2 * 2 * 4 + 2);
+}
+
 // ---- memory -----------------------------------------------------------------------------
 
 // Rows that end exactly where an unmapped page begins, in and out: a masked tail that reads
-// or writes one element past its row faults (the test process dies: ctest reports it).
+// or writes one element past its row faults (the test process dies: ctest reports it), and so
+// would a software prefetch that is a real load.
 TEST_P(RotaryPath, MaskedTailsStayInsideRowsEndingAtAnUnmappedPage) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   auto guarded = [&](std::size_t pages) {
@@ -235,6 +307,9 @@ TEST_P(RotaryPath, MaskedTailsStayInsideRowsEndingAtAnUnmappedPage) {
           RotaryParams params;
           params.isa = isa();
           params.pairing = pairing;
+          // With prefetch, the last rows also prefetch addresses inside the unmapped page
+          // and beyond: a hint, which must not fault.
+          params.prefetch = half % 2 ? Prefetch::on : Prefetch::off;
           const RotaryTarget t{vin, vout};
           rotate(table, std::span<const RotaryTarget>(&t, 1), params);
           const auto expected = ref::rotate(config, positions.data(), bshd(const_cast<unsigned char*>(data.data()), dtype, 1, S, H, rot),
@@ -266,10 +341,12 @@ TEST(RotaryPaths, StatusListsEveryPathWithAReasonForEachMissingOne) {
   EXPECT_EQ(available, available_isas());
   EXPECT_TRUE(status[0].available) << "portable runs everywhere";
   const Isa automatic = automatic_isa();
-  EXPECT_NE(automatic, Isa::avx512bf16) << "automatic must not pick a path that never ran anywhere";
   EXPECT_NE(std::find(available.begin(), available.end(), automatic), available.end());
-  // The best of avx512 > avx2 > portable that is available.
-  const Isa best = status_of(Isa::avx512).available ? Isa::avx512 : status_of(Isa::avx2).available ? Isa::avx2 : Isa::portable;
+  // The best of avx512bf16 > avx512 > avx2 > portable that is available.
+  const Isa best = status_of(Isa::avx512bf16).available ? Isa::avx512bf16
+                   : status_of(Isa::avx512).available   ? Isa::avx512
+                   : status_of(Isa::avx2).available     ? Isa::avx2
+                                                        : Isa::portable;
   EXPECT_EQ(automatic, best);
 }
 
@@ -308,6 +385,29 @@ TEST(RotaryPaths, NamesRoundTrip) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("unknown code path 'avx512f' (expected automatic, portable, avx2, avx512 or avx512bf16)"));
   }
+}
+
+TEST(RotaryPaths, PrefetchNamesRoundTripAndAnInvalidValueIsRefused) {
+  for (Prefetch p : {Prefetch::automatic, Prefetch::on, Prefetch::off}) EXPECT_EQ(parse_prefetch(to_string(p)), p);
+  try {
+    parse_prefetch("sometimes");
+    ADD_FAILURE() << "sometimes accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("unknown prefetch mode 'sometimes' (expected automatic, on or off)"));
+  }
+  // A value outside the enum (a cast from an integer) is an error, and nothing is written.
+  const std::vector<float> positions(3, 1.5f);
+  const RotaryTable table = make_rotary_table(RotaryConfig{}, positions.data(), 1, 1);
+  std::vector<float> x(128, 1.0f);
+  RotaryParams params;
+  params.prefetch = static_cast<Prefetch>(7);
+  try {
+    rotate(table, bshd(x.data(), DType::float32, 1, 1, 1, 128), params);
+    ADD_FAILURE() << "prefetch 7 accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("prefetch 7 is not a Prefetch value (automatic, on or off)"));
+  }
+  EXPECT_EQ(x, std::vector<float>(128, 1.0f));
 }
 
 // The dispatcher's known-answer comparison (self_test.h) accepts a kernel against itself and

@@ -35,8 +35,8 @@ typedef enum crp_frequency_layout {
 typedef enum crp_dtype { CRP_DTYPE_FLOAT32 = 0, CRP_DTYPE_BFLOAT16 = 1, CRP_DTYPE_FLOAT16 = 2 } crp_dtype;
 typedef enum crp_pairing { CRP_PAIRING_NEOX = 0, CRP_PAIRING_GPTJ = 1 } crp_pairing;
 typedef enum crp_direction { CRP_FORWARD = 0, CRP_BACKWARD = 1 } crp_direction;
-/* Code paths (circlerope::Isa). AUTOMATIC picks the best one this CPU runs (avx512, then avx2,
- * then portable; never avx512bf16); the others force one, and forcing a path this CPU or build
+/* Code paths (circlerope::Isa). AUTOMATIC picks the best one this CPU runs (avx512bf16, then
+ * avx512, then avx2, then portable); the others force one, and forcing a path this CPU or build
  * lacks is CRP_INVALID_ARGUMENT. AVX512BF16 converts bf16 with VCVTNE2PS2BF16. */
 typedef enum crp_isa {
   CRP_ISA_AUTOMATIC = 0,

@@ -51,18 +51,21 @@ enum class Direction { forward, backward };
 //   avx512bf16  avx512 with bf16 outputs rounded by VCVTNE2PS2BF16 (AVX512_BF16)
 // A path is available when CPUID and XGETBV say the CPU has it and the OS saves its register
 // state, and (for the AVX-512 paths) a known-answer comparison with avx2 passed on this CPU.
-// `automatic` picks avx512, else avx2, else portable; it never picks avx512bf16, whose bf16
-// conversion no machine available to this project could execute (force it to use it).
-// Forcing a path that is not available is an error naming the reason.
+// `automatic` picks avx512bf16, else avx512, else avx2, else portable (every path gives the
+// same bits but portable, which has no FMA). Forcing a path that is not available is an error
+// naming the reason.
 enum class Isa { automatic, portable, avx2, avx512, avx512bf16 };
+enum class Prefetch { automatic, on, off };
 
 std::string_view to_string(DType v);
 std::string_view to_string(Pairing v);
 std::string_view to_string(Direction v);
 std::string_view to_string(Isa v);
+std::string_view to_string(Prefetch v);
 DType parse_dtype(std::string_view text);      // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16"
 Pairing parse_pairing(std::string_view text);  // "neox", "gptj"
 Isa parse_isa(std::string_view text);          // "automatic", "portable", "avx2", "avx512", "avx512bf16"
+Prefetch parse_prefetch(std::string_view text);  // "automatic", "on", "off"
 std::size_t dtype_size(DType v);
 
 // Paths this CPU runs, portable first, in the order above (the last is not always what
@@ -150,6 +153,7 @@ struct RotaryParams {
   Direction direction = Direction::forward;  // backward rotates by -phi (gradient of forward)
   int threads = 0;                           // 0 = all cores, <= kMaxThreads; small calls run on one
   Isa isa = Isa::automatic;                  // force a code path (testing, benchmarking)
+  Prefetch prefetch = Prefetch::automatic;   // software prefetch: by size, or forced (same bits)
 };
 
 // One tensor to rotate: `out` may be `in` itself (same data and strides: in place) or must

@@ -46,6 +46,15 @@ std::string_view to_string(Isa v) {
   return "?";
 }
 
+std::string_view to_string(Prefetch v) {
+  switch (v) {
+    case Prefetch::automatic: return "automatic";
+    case Prefetch::on: return "on";
+    case Prefetch::off: return "off";
+  }
+  return "?";
+}
+
 DType parse_dtype(std::string_view text) {
   if (text == "float32" || text == "fp32") return DType::float32;
   if (text == "bfloat16" || text == "bf16") return DType::bfloat16;
@@ -65,6 +74,12 @@ Isa parse_isa(std::string_view text) {
   fail("unknown code path ", detail::quoted(text), " (expected automatic, portable, avx2, avx512 or avx512bf16)");
 }
 
+Prefetch parse_prefetch(std::string_view text) {
+  for (Prefetch p : {Prefetch::automatic, Prefetch::on, Prefetch::off})
+    if (text == to_string(p)) return p;
+  fail("unknown prefetch mode ", detail::quoted(text), " (expected automatic, on or off)");
+}
+
 std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }
 
 namespace {
@@ -72,9 +87,9 @@ namespace {
 constexpr Isa kPaths[] = {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16};
 
 // What this CPU and build offer, decided once per process: CPUID and XGETBV, then for the
-// AVX-512 paths the known-answer comparison with avx2 (self_test.h), so that code this
-// project could only run under an emulator never touches user data on a CPU where it
-// disagrees with avx2.
+// AVX-512 paths the known-answer comparison with avx2 (self_test.h), so that they never touch
+// user data on a CPU where they disagree with avx2 (they have run on real hardware on one CPU
+// model, an AMD Zen 4; docs/simd.md).
 struct PathTable {
   bool available[std::size(kPaths)] = {};
   std::string reason[std::size(kPaths)];
@@ -112,9 +127,12 @@ PathTable probe_paths() {
       t.available[index_of(isa)] = false;
       t.reason[index_of(isa)] = "its known-answer comparison with avx2 failed on this CPU";
     }
-  t.automatic = t.available[index_of(Isa::avx512)] ? Isa::avx512
-                : t.available[index_of(Isa::avx2)] ? Isa::avx2
-                                                   : Isa::portable;
+  // avx512bf16 is avx512 with the hardware's bf16 rounding: the same bits, and bf16 rows
+  // 1.2-1.4x faster where the arithmetic bounds them (AMD Zen 4, docs/simd.md).
+  t.automatic = t.available[index_of(Isa::avx512bf16)] ? Isa::avx512bf16
+                : t.available[index_of(Isa::avx512)]   ? Isa::avx512
+                : t.available[index_of(Isa::avx2)]     ? Isa::avx2
+                                                       : Isa::portable;
 #else
   for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512bf16})
     t.reason[index_of(isa)] = "not compiled into this build (x86-64 only)";
@@ -361,6 +379,8 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
             const RotaryParams& params) {
   if (params.threads < 0 || params.threads > kMaxThreads)
     fail("threads must be in [0, ", kMaxThreads, "] (got ", params.threads, "; 0 = all cores)");
+  if (params.prefetch != Prefetch::automatic && params.prefetch != Prefetch::on && params.prefetch != Prefetch::off)
+    fail("prefetch ", static_cast<int>(params.prefetch), " is not a Prefetch value (automatic, on or off)");
   const cpu::RangeKernel kernel = cpu::range_kernel(params.isa);
   const std::vector<detail::CheckedTarget> checked = detail::check_rotate_targets(table, targets);
   if (checked.empty()) return;
@@ -402,6 +422,10 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
   constexpr std::int64_t kStreamBytes = std::int64_t{16} << 20;
   if (bytes / 2 < kStreamBytes)
     for (cpu::TargetJob& j : jobs) j.stream = false;
+  // Software prefetch ahead of every row (kernel_impl.h) once q and k are too large for the
+  // caches to keep between calls; below that the hardware prefetchers keep up and its
+  // instructions only cost time.
+  constexpr std::int64_t kPrefetchBytes = std::int64_t{16} << 20;
 
   cpu::KernelJob job;
   job.table = table.values;
@@ -412,6 +436,8 @@ void rotate(const RotaryTableView& table, std::span<const RotaryTarget> targets,
   job.backward = params.direction == Direction::backward;
   job.targets = jobs.data();
   job.target_count = static_cast<int>(jobs.size());
+  job.prefetch = params.prefetch == Prefetch::on ||
+                 (params.prefetch == Prefetch::automatic && bytes / 2 >= kPrefetchBytes);
 
   // Below this much traffic a fork/join costs more than it saves (decode steps).
   constexpr std::int64_t kSerialBytes = 256 * 1024;

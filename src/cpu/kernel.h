@@ -33,6 +33,7 @@ struct KernelJob {
   bool backward = false;
   const TargetJob* targets = nullptr;
   int target_count = 0;
+  bool prefetch = false;  // software prefetch ahead of each row's input (kernel_impl.h)
 };
 
 // Rotates tokens [begin, end) of the flattened (batch, seq) index of every target.

@@ -1,6 +1,6 @@
 // Internal: a known-answer comparison of two rotation kernels, run by the dispatcher before it
-// lets a path that this project could not execute on real hardware (AVX-512) touch user
-// data: the candidate must give the same bits as a trusted kernel (avx2) on a small set of
+// lets an AVX-512 path (executed on real hardware on one CPU model only, an AMD Zen 4) touch
+// user data: the candidate must give the same bits as a trusted kernel (avx2) on a small set of
 // rows that reach every branch of the vector path (the two-vector and one-vector steps, masked
 // tails of both pairings, pass-through, streaming stores at every alignment, in place), with
 // values that make the bf16 rounding decide ties, subnormals and overflow, and NaNs of every

@@ -458,9 +458,9 @@ struct Avx512 {
 // they treat fp32 subnormal inputs as zero, and they keep a NaN's upper payload. Lanes
 // holding a subnormal (exponent 0, mantissa not 0) are redone in integer arithmetic, and
 // NaN lanes are made canonical first (quiet), so the stored bits equal Avx512's for every
-// input. Bochs 2.7 lacks AVX512_BF16; the tests run this path on CPUs that have it (Zen 4).
-// dispatch.cpp runs it only after a known-answer comparison with avx2 passes on the CPU at
-// hand, and `automatic` does not choose it.
+// input. Executed natively on an AMD Zen 4 (the test suite and `circlerope check`); Bochs 2.7
+// lacks AVX512_BF16. dispatch.cpp runs it only after a known-answer comparison with avx2
+// passes on the CPU at hand.
 struct Avx512Bf16 : Avx512 {
   static Mask subnormal(Vec v) {
     const __m512i u = _mm512_castps_si512(v);
@@ -505,6 +505,11 @@ struct Avx512Bf16 : Avx512 {
 };
 #endif  // AVX512_BF16
 #endif  // AVX-512
+
+// ---- software prefetch (every backend) ----------------------------------------------------
+// A hint that never faults (an address past the end of a buffer is fine) and never changes a
+// result: PREFETCHT0 on x86, the line holding p into every cache level.
+inline void prefetch_read(const void* p) { __builtin_prefetch(p, 0, 3); }
 
 }  // namespace
 }  // namespace circlerope::cpu
