@@ -338,9 +338,10 @@ def _fused_multimodal(q, k, cos, sin, mrope_section, unsqueeze_dim=1):
 
 
 def _fused_selected(q, k, cos, sin, *unused, unsqueeze_dim=1):
-    """transformers' apply_rotary_pos_emb the same way: its one axis given as all three."""
-    return _fused_multimodal(q, k, cos.expand(3, *cos.shape), sin.expand(3, *sin.shape), [cos.size(-1) // 2],
-                             unsqueeze_dim)
+    """transformers' apply_rotary_pos_emb the same way: its one axis given as all three, every
+    frequency from the first (mrope_section is three entries, as circlerope.hf requires)."""
+    return _fused_multimodal(q, k, cos.expand(3, *cos.shape), sin.expand(3, *sin.shape),
+                             [cos.size(-1) // 2, 0, 0], unsqueeze_dim)
 
 
 @contextlib.contextmanager
