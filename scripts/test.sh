@@ -11,7 +11,7 @@
 #     experiment's tests run in stage 1 only: they drive the same operators as the Python
 #     suite, and under the sanitizers they took 4 of CI's minutes);
 #  5. the libFuzzer targets of tests/fuzz (clang 14, ASan + UBSan) for
-#     CIRCLEROPE_FUZZ_SECONDS each (default 30).
+#     CIRCLEROPE_FUZZ_SECONDS each (default 10: a smoke run in CI; scripts/fuzz.sh runs them long).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -45,8 +45,13 @@ echo "== pip install --no-build-isolation . into a venv with only torch, then th
 scripts/package_test.sh
 echo "== (package: ${SECONDS} s so far)"
 echo "== transformers releases, one per get_rope_index behaviour (docs/hf_compat.md)"
-# 5.24.0 is the venv's pin (hf-5.18): it runs as installed.
+# 5.24.0 is the venv's pin (hf-5.18): it runs as installed. test_hf_versions.py (get_rope_index
+# in every compat mode) runs on all seven; test_hf_models.py (circlerope.hf.apply inside the
+# models, ~2 CPU-min a release) on one release per model-code behaviour: before and after 4.52's
+# refactor, 5.0-5.2, and 5.3 on (mm_token_type_ids), the newest. `scripts/hf_matrix.sh` with no
+# arguments runs both files on every release.
 CIRCLEROPE_HF_BUILD="$PWD/build/release" HF_MATRIX_NO_BUILD=1 HF_MATRIX_PARALLEL="$jobs" \
+  HF_MATRIX_MODEL_VERSIONS="4.51.3 4.52.4 5.2.0 5.24.0" \
   scripts/hf_matrix.sh 4.51.3 4.52.4 5.2.0 5.5.3 5.5.4 5.17.0 5.24.0
 echo "== (transformers releases: ${SECONDS} s so far)"
 
@@ -56,13 +61,13 @@ cmake --build build/sanitize -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j "$jobs" -E '^experiment_tests$'
 echo "== (sanitize: ${SECONDS} s so far)"
-echo "== clang: ASan + UBSan + libFuzzer targets, ${CIRCLEROPE_FUZZ_SECONDS:-30} s each, and the saved regression inputs"
+echo "== clang: ASan + UBSan + libFuzzer targets, ${CIRCLEROPE_FUZZ_SECONDS:-10} s each, and the saved regression inputs"
 # Only the fuzz targets (and the libraries they link) are built with clang here: a full clang
 # tree with the C++ suites doubled this script's time on the shared 2-core machine. The whole
 # tree builds and passes with clang 14 too: CC=clang-14 CXX=clang++-14 cmake -B build/clang.
 CC=clang-14 CXX=clang++-14 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCIRCLEROPE_SANITIZE=ON -DCIRCLEROPE_FUZZ=ON -DCIRCLEROPE_BUILD_BENCH=OFF -DCIRCLEROPE_BUILD_TORCH=OFF \
-  -DCIRCLEROPE_FUZZ_SECONDS="${CIRCLEROPE_FUZZ_SECONDS:-30}" >/dev/null
+  -DCIRCLEROPE_FUZZ_SECONDS="${CIRCLEROPE_FUZZ_SECONDS:-10}" >/dev/null
 cmake --build build/fuzz -j "$jobs" --target circlerope_fuzz_request circlerope_fuzz_layout \
   circlerope_fuzz_c_positions circlerope_fuzz_c_kernels circlerope_fuzz_grammar circlerope_fuzz_paths
 ctest --test-dir build/fuzz --output-on-failure -j "$jobs" -L fuzz
