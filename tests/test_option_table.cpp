@@ -1,0 +1,66 @@
+// The Circle-RoPE options as declared once (circlerope/options.h, kCircleOptions): distinct
+// keys, and examples that are not the defaults and move positions, so that the front ends' checks
+// that give each example can fail.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "circlerope/options.h"
+#include "circlerope/positions.h"
+
+namespace {
+
+using namespace circlerope;
+
+// One row: text, a 4x4 merged image (an 8x8 patch grid), text. Every example moves some
+// position of the ring (KeysAreDistinctAndExamplesMovePositions).
+constexpr int64_t kImage[3] = {1, 8, 8};
+
+std::vector<int64_t> input_ids() {
+  const VisionConfig v;
+  std::vector<int64_t> ids = {11, 12, v.vision_start_token_id};
+  ids.insert(ids.end(), 16, v.image_token_id);
+  ids.insert(ids.end(), {v.vision_start_token_id + 1, 13, 14});
+  return ids;
+}
+
+std::vector<float> core_positions(const CircleConfig& circle) {
+  const std::vector<int64_t> ids = input_ids();
+  const GridTHW image{kImage[0], kImage[1], kImage[2]};
+  const RopeIndexInput in{ids, 1, static_cast<int64_t>(ids.size()), {}, {&image, 1}, {}, {}};
+  return rope_index(in, VisionConfig{}, {Scheme::circle, circle}).position_ids;
+}
+
+CircleConfig with_example(const CircleOption& option) {
+  CircleConfig config;
+  option.set(config, OptionValue::text(option.example), option.key);
+  return config;
+}
+
+TEST(OptionTable, KeysAreDistinctAndExamplesMovePositions) {
+  std::set<std::string_view> keys;
+  const std::vector<float> defaults = core_positions(CircleConfig{});
+  for (const CircleOption& option : kCircleOptions) {
+    SCOPED_TRACE(option.key);
+    EXPECT_TRUE(keys.insert(option.key).second) << "declared twice";
+    EXPECT_EQ(find_circle_option(option.key), &option);
+    EXPECT_FALSE(option.doc.empty());
+    const CircleConfig changed = with_example(option);
+    EXPECT_NE(option_text(option.get(changed)), option_text(option.get(CircleConfig{})));
+    EXPECT_NE(core_positions(changed), defaults) << "the example " << option.example << " moves no position";
+    // get() reads back to the same config, as text and typed
+    for (const OptionValue& value : {option.get(changed), OptionValue::text(option_text(option.get(changed)))}) {
+      CircleConfig again;
+      option.set(again, value, option.key);
+      EXPECT_EQ(core_positions(again), core_positions(changed)) << value.shown();
+    }
+  }
+}
+
+}  // namespace
