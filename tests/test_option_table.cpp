@@ -1,6 +1,7 @@
-// The Circle-RoPE options as declared once (circlerope/options.h, kCircleOptions): distinct
-// keys, and examples that are not the defaults and move positions, so that the front ends' checks
-// that give each example can fail.
+// The Circle-RoPE options as declared once (circlerope/options.h, kCircleOptions) against the
+// front ends: for every option, its example value given through the C API (whose struct spells
+// the options out) must give the positions the core gives for the same value. A front end that
+// drops or misreads an option fails here by the option's name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "circlerope/c_api.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
 
@@ -37,6 +39,21 @@ std::vector<float> core_positions(const CircleConfig& circle) {
   return rope_index(in, VisionConfig{}, {Scheme::circle, circle}).position_ids;
 }
 
+std::vector<float> c_api_positions(const crp_circle_config& circle) {
+  const std::vector<int64_t> ids = input_ids();
+  crp_vision_config vision;
+  crp_vision_config_default(&vision);
+  const crp_rope_index_input in{ids.data(), 1, static_cast<int64_t>(ids.size()), nullptr, kImage, 1, nullptr, 0,
+                                nullptr};
+  std::vector<float> positions(3 * ids.size()), deltas(1);
+  char error[256] = "";
+  EXPECT_EQ(crp_rope_index(&in, &vision, CRP_SCHEME_CIRCLE, &circle, positions.data(), deltas.data(), error,
+                           sizeof error),
+            CRP_OK)
+      << error;
+  return positions;
+}
+
 CircleConfig with_example(const CircleOption& option) {
   CircleConfig config;
   option.set(config, OptionValue::text(option.example), option.key);
@@ -60,6 +77,21 @@ TEST(OptionTable, KeysAreDistinctAndExamplesMovePositions) {
       option.set(again, value, option.key);
       EXPECT_EQ(core_positions(again), core_positions(changed)) << value.shown();
     }
+  }
+}
+
+TEST(OptionTable, TheCApiCarriesEveryCircleOption) {
+  crp_circle_config defaults;
+  ASSERT_EQ(crp_circle_config_default(&defaults), CRP_OK);
+  EXPECT_EQ(c_api_positions(defaults), core_positions(CircleConfig{}));
+  for (const CircleOption& option : kCircleOptions) {
+    SCOPED_TRACE(option.key);
+    crp_circle_config c = defaults;
+    char error[256] = "";
+    const std::string key(option.key), example(option.example);
+    ASSERT_EQ(crp_circle_config_set(&c, key.c_str(), example.c_str(), error, sizeof error), CRP_OK) << error;
+    EXPECT_EQ(c_api_positions(c), core_positions(with_example(option)))
+        << "crp_circle_config does not carry " << option.key;
   }
 }
 
