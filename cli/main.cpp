@@ -52,31 +52,44 @@ struct TextFlag {
   std::string value;
 };
 
+// The Circle-RoPE flags, one per option of the declaration (options.h, kCircleOptions): "--" +
+// the key with '-' for '_' and a value, or for a boolean that is on by default "--no-" + the key.
 struct CircleFlags {
-  std::vector<TextFlag> flags = {{"radius", "--radius"}, {"alpha", "--alpha"}, {"dff_rate", "--dff-rate"},
-                                 {"move_to_positive", "--move-to-positive"}};
-  bool no_move_to_origin = false;
-  CLI::Option* origin = nullptr;
+  struct Flag {
+    const CircleOption* option;
+    std::string flag;  // "--dff-rate", "--no-move-to-origin"
+    bool negated;      // a boolean that is on by default: the flag turns it off
+    std::string value;
+    bool switched = false;  // a boolean's flag was given
+    CLI::Option* parsed = nullptr;
+  };
+  std::vector<Flag> flags;
 
   void add(CLI::App* app) {
-    const char* help[] = {"Circle-RoPE radius: a number > 0, auto or auto-k [10]",
-                          "weight of the polar angle vs the raster angle, 0..1 [0.5]",
-                          "blend towards the un-ringed grid, 0..1 [0]",
-                          "shift the ring to positive values: auto or an offset"};
-    for (std::size_t i = 0; i < flags.size(); ++i)
-      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
-    origin = app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles");
+    flags.reserve(kCircleOptions.size());  // CLI11 binds to the members: no reallocation
+    for (const CircleOption& option : kCircleOptions) {
+      std::string name(option.key);
+      std::replace(name.begin(), name.end(), '_', '-');
+      const OptionValue value = option.get(CircleConfig{});
+      const bool negated = option.type == OptionType::boolean && value.as_boolean();
+      Flag& f = flags.emplace_back(Flag{&option, (negated ? "--no-" : "--") + name, negated, {}, false, nullptr});
+      f.parsed = option.type == OptionType::boolean
+                     ? app->add_flag(f.flag, f.switched, (negated ? "do not " : "") + std::string(option.doc))
+                     : app->add_option(f.flag, f.value, std::string(option.doc) + " [" + option_text(value) + "]");
+    }
   }
   bool any() const {
-    return origin->count() > 0 ||
-           std::any_of(flags.begin(), flags.end(), [](const TextFlag& f) { return f.option->count() > 0; });
+    return std::any_of(flags.begin(), flags.end(), [](const Flag& f) { return f.parsed->count() > 0; });
   }
   // The paper's setting, overridden by the flags given.
   CircleConfig config() const {
     CircleConfig c;
-    c.move_to_origin = !no_move_to_origin;
-    for (const TextFlag& f : flags)
-      if (f.option->count() > 0) set_circle_option(c, f.key, OptionValue::text(f.value), f.flag);
+    for (const Flag& f : flags)
+      if (f.parsed->count() > 0)
+        f.option->set(c,
+                      f.option->type == OptionType::boolean ? OptionValue::boolean(f.switched != f.negated)
+                                                            : OptionValue::text(f.value),
+                      f.flag);
     validate(c);
     return c;
   }

@@ -1,7 +1,8 @@
 // The Circle-RoPE options as declared once (circlerope/options.h, kCircleOptions) against the
 // front ends: for every option, its example value given through the C API (whose struct spells
-// the options out) must give the positions the core gives for the same value. A front end that
-// drops or misreads an option fails here by the option's name.
+// the options out) and through the command line (whose flags are derived) must give the positions
+// the core gives for the same value. A front end that drops or misreads an option fails here by
+// the option's name. python/tests/test_option_table.py checks the Python package and the op.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,14 @@
 #include "circlerope/c_api.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
+
+#ifdef CIRCLEROPE_CLI_PATH
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "golden_support.h"
+#include "request.h"
+#endif
 
 namespace {
 
@@ -94,5 +103,37 @@ TEST(OptionTable, TheCApiCarriesEveryCircleOption) {
         << "crp_circle_config does not carry " << option.key;
   }
 }
+
+#ifdef CIRCLEROPE_CLI_PATH
+// `circlerope positions --layout ... --format json` with one option's flag, byte for byte the
+// JSON the front end writes for the core's positions of that option's example.
+TEST(OptionTable, TheCommandLineHasAFlagForEveryCircleOption) {
+  namespace fs = std::filesystem;
+  const std::string layout = "text:2,image:4x4,text:2";
+  const fs::path out = fs::temp_directory_path() / ("circlerope_option_table_" + std::to_string(::getpid()));
+  for (const CircleOption& option : kCircleOptions) {
+    SCOPED_TRACE(option.key);
+    std::string flag(option.key);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    std::string arguments;
+    if (option.type == OptionType::boolean) {
+      const bool on = option.get(CircleConfig{}).as_boolean();
+      ASSERT_EQ(std::string(option.example), on ? "false" : "true") << "a flag can only switch a boolean";
+      arguments = (on ? "--no-" : "--") + flag;
+    } else {
+      arguments = "--" + flag + " '" + std::string(option.example) + "'";
+    }
+    const std::string command = std::string("'") + CIRCLEROPE_CLI_PATH + "' positions --format json --layout " +
+                                layout + " " + arguments + " >'" + out.string() + "'";
+    const int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command;
+    std::ostringstream expected;
+    cli::write_positions_json(
+        expected, layout_positions(parse_layout(layout), VisionConfig{}, {Scheme::circle, with_example(option)}));
+    EXPECT_EQ(test::slurp(out), expected.str()) << command;
+  }
+  fs::remove(out);
+}
+#endif
 
 }  // namespace
