@@ -52,31 +52,44 @@ struct TextFlag {
   std::string value;
 };
 
+// The Circle-RoPE flags, one per option of the declaration (options.h, kCircleOptions): "--" +
+// the key with '-' for '_' and a value, or for a boolean that is on by default "--no-" + the key.
 struct CircleFlags {
-  std::vector<TextFlag> flags = {{"radius", "--radius"}, {"alpha", "--alpha"}, {"dff_rate", "--dff-rate"},
-                                 {"move_to_positive", "--move-to-positive"}};
-  bool no_move_to_origin = false;
-  CLI::Option* origin = nullptr;
+  struct Flag {
+    const CircleOption* option;
+    std::string flag;  // "--dff-rate", "--no-move-to-origin"
+    bool negated;      // a boolean that is on by default: the flag turns it off
+    std::string value;
+    bool switched = false;  // a boolean's flag was given
+    CLI::Option* parsed = nullptr;
+  };
+  std::vector<Flag> flags;
 
   void add(CLI::App* app) {
-    const char* help[] = {"Circle-RoPE radius: a number > 0, auto or auto-k [10]",
-                          "weight of the polar angle vs the raster angle, 0..1 [0.5]",
-                          "blend towards the un-ringed grid, 0..1 [0]",
-                          "shift the ring to positive values: auto or an offset"};
-    for (std::size_t i = 0; i < flags.size(); ++i)
-      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
-    origin = app->add_flag("--no-move-to-origin", no_move_to_origin, "do not centre the grid before taking angles");
+    flags.reserve(kCircleOptions.size());  // CLI11 binds to the members: no reallocation
+    for (const CircleOption& option : kCircleOptions) {
+      std::string name(option.key);
+      std::replace(name.begin(), name.end(), '_', '-');
+      const OptionValue value = option.get(CircleConfig{});
+      const bool negated = option.type == OptionType::boolean && value.as_boolean();
+      Flag& f = flags.emplace_back(Flag{&option, (negated ? "--no-" : "--") + name, negated, {}, false, nullptr});
+      f.parsed = option.type == OptionType::boolean
+                     ? app->add_flag(f.flag, f.switched, (negated ? "do not " : "") + std::string(option.doc))
+                     : app->add_option(f.flag, f.value, std::string(option.doc) + " [" + option_text(value) + "]");
+    }
   }
   bool any() const {
-    return origin->count() > 0 ||
-           std::any_of(flags.begin(), flags.end(), [](const TextFlag& f) { return f.option->count() > 0; });
+    return std::any_of(flags.begin(), flags.end(), [](const Flag& f) { return f.parsed->count() > 0; });
   }
   // The paper's setting, overridden by the flags given.
   CircleConfig config() const {
     CircleConfig c;
-    c.move_to_origin = !no_move_to_origin;
-    for (const TextFlag& f : flags)
-      if (f.option->count() > 0) set_circle_option(c, f.key, OptionValue::text(f.value), f.flag);
+    for (const Flag& f : flags)
+      if (f.parsed->count() > 0)
+        f.option->set(c,
+                      f.option->type == OptionType::boolean ? OptionValue::boolean(f.switched != f.negated)
+                                                            : OptionValue::text(f.value),
+                      f.flag);
     validate(c);
     return c;
   }
@@ -393,6 +406,240 @@ std::string extras_message(const CLI::App& app) {
   return message;
 }
 
+// ----------------------------------------------------------- subcommands ---
+// One struct per subcommand: add() declares it and its flags under `parent`, run() does its work
+// with them once the command line is parsed and returns the exit status.
+
+struct Command {
+  CLI::App* app = nullptr;
+  virtual ~Command() = default;
+  virtual int run() = 0;
+};
+
+// A subcommand that reads a source of tokens and takes the Circle-RoPE flags.
+struct SourceCommand : Command {
+  Source source;
+  CircleFlags circle;
+
+  void add_source(CLI::App& parent, const char* name, const char* description) {
+    app = parent.add_subcommand(name, description);
+    source.add(app);
+    circle.add(app);
+  }
+};
+
+struct PositionsCommand : SourceCommand {
+  std::string scheme, format, decode = "0", row = "0";
+  CLI::Option* scheme_given = nullptr;
+  CLI::Option* format_given = nullptr;
+
+  void add(CLI::App& parent) {
+    add_source(parent, "positions", "3-axis positions and rope_deltas of a request or layout");
+    scheme_given = app->add_option("--scheme", scheme, "vanilla | unordered | mrope | circle (layouts; default circle)");
+    format_given =
+        app->add_option("--format", format, "table | json (default: json for --request, table for --layout)");
+    app->add_option("--decode", decode, "also give the positions of the next N decoded tokens");
+    app->add_option("--row", row, "row of the batch for the table [0]");
+  }
+
+  int run() override {
+    const auto decode_count = static_cast<int64_t>(parse_unsigned(decode, "--decode", 0, kMaxTokens));
+    const auto row_index = static_cast<int64_t>(parse_unsigned(row, "--row", 0, kMaxTokens));
+    const bool formatted = format_given->count() > 0;
+    if (source.from_request()) {
+      if (scheme_given->count() > 0 || circle.any())
+        throw Error("--scheme and circle options cannot be combined with --request (the request holds them)");
+      const Request r = source.request();
+      print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry, formatted ? format : "json",
+                      decode_count, row_index);
+    } else {
+      const Geometry g{scheme_given->count() > 0 ? scheme_option(OptionValue::text(scheme), "--scheme")
+                                                 : Scheme::circle,
+                       circle.config()};
+      print_positions(source.positions(g, nullptr), g, formatted ? format : "table", decode_count, row_index);
+    }
+    return 0;
+  }
+};
+
+struct PtdCommand : SourceCommand {
+  RotaryFlags rotary;
+  std::string schemes = "all", format = "table";
+
+  void add(CLI::App& parent) {
+    add_source(parent, "ptd", "PTD and RoPE kernel deviation for every scheme, side by side");
+    rotary.add(app);
+    app->add_option("--schemes", schemes, "all or a comma list [all]");
+    app->add_option("--format", format, "table | json [table]");
+  }
+
+  int run() override {
+    check_format(format);
+    const std::vector<Scheme> list = parse_scheme_list(schemes);
+    const RotaryConfig rotary_config = rotary.config();
+    const Resolved in = resolve(source, circle);
+    const auto metrics = all_metrics(list, in.circle, source, in.get(), rotary_config);
+    if (format == "json") std::cout << metrics_json(metrics).dump(2) << "\n";
+    else std::cout << metrics_table(metrics);
+    return 0;
+  }
+};
+
+struct PlotCommand : SourceCommand {
+  RotaryFlags rotary;  // for the metrics in each panel's subtitle
+  std::string scheme, schemes, out, row = "0";
+  CLI::Option* scheme_given = nullptr;
+  CLI::Option* schemes_given = nullptr;
+
+  void add(CLI::App& parent) {
+    add_source(parent, "plot", "an SVG picture of the 3-D positions (text axis, rings, cones)");
+    rotary.add(app);
+    scheme_given = app->add_option("--scheme", scheme, "one scheme [circle]");
+    schemes_given =
+        app->add_option("--schemes", schemes, "all or a comma list: one panel each")->excludes(scheme_given);
+    app->add_option("--out", out, "output file (.svg)")->required();
+    app->add_option("--row", row, "row of the batch [0]");
+  }
+
+  int run() override {
+    const std::vector<Scheme> list =
+        schemes_given->count() > 0 ? parse_scheme_list(schemes)
+        : scheme_given->count() > 0 ? std::vector<Scheme>{scheme_option(OptionValue::text(scheme), "--scheme")}
+                                    : std::vector<Scheme>{Scheme::circle};
+    const auto row_index = static_cast<int64_t>(parse_unsigned(row, "--row", 0, kMaxTokens));
+    const RotaryConfig rotary_config = rotary.config();
+    const Resolved in = resolve(source, circle);
+    write_plot(out, all_metrics(list, in.circle, source, in.get(), rotary_config), row_index);
+    std::cout << "wrote " << out << " (" << list.size() << " panel" << (list.size() == 1 ? "" : "s") << ")\n";
+    return 0;
+  }
+};
+
+struct PlanCommand : Command {
+  std::string spec = "alternate", format = "table", layers = "36";
+
+  void add(CLI::App& parent) {
+    app = parent.add_subcommand("plan", "the geometry of every layer under an AGE plan");
+    app->add_option("--plan", spec, "all | lower | upper | alternate | strategy_1..4 | a C/M/V/U pattern [alternate]");
+    app->add_option("--layers", layers, "number of layers [36, Qwen2.5-VL-3B]");
+    app->add_option("--format", format, "table | json [table]");
+  }
+
+  int run() override {
+    check_format(format);
+    const AgePlan p = make_age_plan(spec, static_cast<int>(parse_unsigned(layers, "--layers", 1, kMaxLayers)));
+    if (format == "json") {
+      json per_layer = json::array();
+      for (int l = 0; l < p.layers(); ++l) per_layer.push_back(to_string(p.layer_scheme(l)));
+      json distinct = json::array();
+      for (Scheme s : p.schemes()) distinct.push_back(to_string(s));
+      std::cout << json{{"plan", spec}, {"pattern", p.pattern()}, {"layers", per_layer},
+                        {"distinct_geometries", distinct}}.dump() << "\n";
+    } else {
+      std::cout << "plan " << spec << ", " << p.layers() << " layers: " << p.pattern() << "\n"
+                << p.schemes().size() << " distinct geometr" << (p.schemes().size() == 1 ? "y" : "ies")
+                << " (positions computed once each):";
+      for (Scheme s : p.schemes()) std::cout << " " << to_string(s);
+      std::cout << "\n";
+    }
+    return 0;
+  }
+};
+
+struct DemoCommand : Command {
+  std::string out = "circlerope-demo.svg";
+
+  void add(CLI::App& parent) {
+    app = parent.add_subcommand("demo", "the main job on an embedded Qwen-style prompt with two images and a video");
+    app->add_option("--out", out, "where to write the picture [circlerope-demo.svg]");
+  }
+
+  int run() override { return run_demo(out); }
+};
+
+struct BenchPositionsCommand : Command {
+  std::string format = "table", seconds = "0.5";
+
+  void add(CLI::App& bench) {
+    app = bench.add_subcommand("positions", "positions for the benchmark batch, circle and mrope");
+    app->add_option("--format", format, "table | json [table]");
+    app->add_option("--min-seconds", seconds, "time spent per scheme [0.5]");
+  }
+
+  int run() override {
+    check_format(format);
+    return run_bench_positions(format, seconds_flag(seconds, "--min-seconds"));
+  }
+};
+
+struct BenchRotaryCommand : Command {
+  std::string format = "table", isa = "all", seconds = "0.25", threads = "0";
+  std::vector<std::string> seq_lens = {"1024", "4096", "16384"};
+  std::vector<std::string> dtypes = {"float32", "bfloat16"};
+  std::string plot, copy_mib = "256", prefetch = "automatic";
+
+  void add(CLI::App& bench) {
+    app = bench.add_subcommand("rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
+    app->add_option("--format", format, "table | json [table]");
+    app->add_option("--seq-lens", seq_lens, "sequence lengths [1024 4096 16384]");
+    app->add_option("--dtypes", dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
+    app->add_option("--min-seconds", seconds, "time spent per row [0.25]");
+    app->add_option("--threads", threads, "threads, 0 = all cores [0]");
+    app->add_option("--path", isa, "code path: all (every path this machine runs), automatic, portable, avx2, avx512, avx512bf16 [all]");
+    app->add_option("--copy-mib", copy_mib, "size of the copy-bandwidth streams in MiB [256]");
+    app->add_option("--plot", plot, "also write a bar chart (SVG file)");
+    app->add_option("--prefetch", prefetch,
+                    "software prefetch: automatic (by size), on, off, or compare (off and on alternately) [automatic]");
+  }
+
+  int run() override {
+    check_format(format);
+    cli::RotaryBenchOptions options;
+    options.min_seconds = seconds_flag(seconds, "--min-seconds");
+    // The copy meter starts this many std::threads and the kernels as many OpenMP threads:
+    // 40000 aborted the process. (0 = all cores.)
+    options.threads = static_cast<int>(parse_unsigned(threads, "--threads", 0, kMaxThreads));
+    options.seq_lens.clear();
+    for (const std::string& seq : seq_lens)
+      options.seq_lens.push_back(static_cast<std::int64_t>(parse_unsigned(seq, "--seq-lens", 1, 1 << 20)));
+    options.dtypes.clear();
+    for (const std::string& d : dtypes) options.dtypes.push_back(parse_dtype(d));
+    if (isa != "all") options.isas = {parse_isa(isa)};
+    options.copy_mib = static_cast<int>(parse_unsigned(copy_mib, "--copy-mib", 1, 4096));
+    options.prefetch_compare = prefetch == "compare";
+    if (!options.prefetch_compare) {
+      if (prefetch != "automatic" && prefetch != "on" && prefetch != "off")
+        throw Error("--prefetch '" + prefetch + "' is not one of automatic, on, off, compare");
+      options.prefetch = parse_prefetch(prefetch);
+    }
+    if (!plot.empty()) check_svg_path("--plot", plot);
+    const auto result = cli::bench_rotary(options, std::cerr);
+    if (!plot.empty()) {
+      write_svg("--plot", plot, cli::render_bandwidth_svg(result));
+      std::cerr << "bench rotary: wrote " << plot << "\n";
+    }
+    if (format == "json") std::cout << result.dump(2) << "\n";
+    else cli::print_bench_rotary_table(result, std::cout);
+    return 0;
+  }
+};
+
+struct CheckCommand : Command {
+  std::string seed = std::to_string(std::random_device{}()), rounds = "2";
+
+  void add(CLI::App& parent) {
+    app = parent.add_subcommand("check", "every rotary fast path against the float64 reference on fresh random inputs");
+    app->add_option("--seed", seed, "random seed (printed, to replay a run) [fresh]");
+    app->add_option("--rounds", rounds, "random cases per combination [2]");
+  }
+
+  int run() override {
+    const std::uint64_t seed_value = parse_unsigned(seed, "--seed", 0, std::numeric_limits<std::uint64_t>::max());
+    const auto round_count = static_cast<int>(parse_unsigned(rounds, "--rounds", 1, 1000));
+    return cli::run_check(seed_value, round_count, std::cout, std::cerr);
+  }
+};
+
 int run(int argc, char** argv);
 
 }  // namespace
@@ -423,90 +670,25 @@ namespace {
 int run(int argc, char** argv) {
   CLI::App app{"circlerope: Circle-RoPE positions, metrics and pictures for vision-language models"};
   app.require_subcommand(1);
-
-  // positions
-  auto* positions = app.add_subcommand("positions", "3-axis positions and rope_deltas of a request or layout");
-  Source pos_source;
-  CircleFlags pos_circle;
-  std::string pos_scheme, pos_format, pos_decode = "0", pos_row = "0";
-  pos_source.add(positions);
-  pos_circle.add(positions);
-  auto* pos_scheme_opt =
-      positions->add_option("--scheme", pos_scheme, "vanilla | unordered | mrope | circle (layouts; default circle)");
-  auto* pos_format_opt =
-      positions->add_option("--format", pos_format, "table | json (default: json for --request, table for --layout)");
-  positions->add_option("--decode", pos_decode, "also give the positions of the next N decoded tokens");
-  positions->add_option("--row", pos_row, "row of the batch for the table [0]");
-
-  // ptd
-  auto* ptd = app.add_subcommand("ptd", "PTD and RoPE kernel deviation for every scheme, side by side");
-  Source ptd_source;
-  CircleFlags ptd_circle;
-  RotaryFlags ptd_rotary;
-  std::string ptd_schemes = "all", ptd_format = "table";
-  ptd_source.add(ptd);
-  ptd_circle.add(ptd);
-  ptd_rotary.add(ptd);
-  ptd->add_option("--schemes", ptd_schemes, "all or a comma list [all]");
-  ptd->add_option("--format", ptd_format, "table | json [table]");
-
-  // plot
-  auto* plot = app.add_subcommand("plot", "an SVG picture of the 3-D positions (text axis, rings, cones)");
-  Source plot_source;
-  CircleFlags plot_circle;
-  RotaryFlags plot_rotary;
-  std::string plot_scheme, plot_schemes, plot_out, plot_row = "0";
-  plot_source.add(plot);
-  plot_circle.add(plot);
-  plot_rotary.add(plot);  // for the metrics in each panel's subtitle
-  auto* plot_scheme_opt = plot->add_option("--scheme", plot_scheme, "one scheme [circle]");
-  auto* plot_schemes_opt =
-      plot->add_option("--schemes", plot_schemes, "all or a comma list: one panel each")->excludes(plot_scheme_opt);
-  plot->add_option("--out", plot_out, "output file (.svg)")->required();
-  plot->add_option("--row", plot_row, "row of the batch [0]");
-
-  // plan
-  auto* plan = app.add_subcommand("plan", "the geometry of every layer under an AGE plan");
-  std::string plan_spec = "alternate", plan_format = "table", plan_layers = "36";
-  plan->add_option("--plan", plan_spec, "all | lower | upper | alternate | strategy_1..4 | a C/M/V/U pattern [alternate]");
-  plan->add_option("--layers", plan_layers, "number of layers [36, Qwen2.5-VL-3B]");
-  plan->add_option("--format", plan_format, "table | json [table]");
-
-  // demo
-  auto* demo = app.add_subcommand("demo", "the main job on an embedded Qwen-style prompt with two images and a video");
-  std::string demo_out = "circlerope-demo.svg";
-  demo->add_option("--out", demo_out, "where to write the picture [circlerope-demo.svg]");
-
-  // bench
-  auto* bench = app.add_subcommand("bench", "timings on this machine");
+  PositionsCommand positions;
+  PtdCommand ptd;
+  PlotCommand plot;
+  PlanCommand plan;
+  DemoCommand demo;
+  BenchPositionsCommand bench_positions;
+  BenchRotaryCommand bench_rotary;
+  CheckCommand check;
+  positions.add(app);
+  ptd.add(app);
+  plot.add(app);
+  plan.add(app);
+  demo.add(app);
+  CLI::App* bench = app.add_subcommand("bench", "timings on this machine");
   bench->require_subcommand(1);
-  auto* bench_positions = bench->add_subcommand("positions", "positions for the benchmark batch, circle and mrope");
-  std::string bench_format = "table", bench_seconds = "0.5";
-  bench_positions->add_option("--format", bench_format, "table | json [table]");
-  bench_positions->add_option("--min-seconds", bench_seconds, "time spent per scheme [0.5]");
-  auto* bench_rotary_cmd = bench->add_subcommand(
-      "rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
-  std::string rotary_format = "table", rotary_isa = "all", rotary_seconds = "0.25", rotary_threads = "0";
-  std::vector<std::string> rotary_seq_lens = {"1024", "4096", "16384"};
-  std::vector<std::string> rotary_dtypes = {"float32", "bfloat16"};
-  bench_rotary_cmd->add_option("--format", rotary_format, "table | json [table]");
-  bench_rotary_cmd->add_option("--seq-lens", rotary_seq_lens, "sequence lengths [1024 4096 16384]");
-  bench_rotary_cmd->add_option("--dtypes", rotary_dtypes, "float32 bfloat16 float16 [float32 bfloat16]");
-  bench_rotary_cmd->add_option("--min-seconds", rotary_seconds, "time spent per row [0.25]");
-  bench_rotary_cmd->add_option("--threads", rotary_threads, "threads, 0 = all cores [0]");
-  bench_rotary_cmd->add_option("--path", rotary_isa, "code path: all (every path this machine runs), automatic, portable, avx2, avx512, avx512bf16 [all]");
-  std::string rotary_plot, rotary_copy_mib = "256";
-  bench_rotary_cmd->add_option("--copy-mib", rotary_copy_mib, "size of the copy-bandwidth streams in MiB [256]");
-  bench_rotary_cmd->add_option("--plot", rotary_plot, "also write a bar chart (SVG file)");
-  std::string rotary_prefetch = "automatic";
-  bench_rotary_cmd->add_option("--prefetch", rotary_prefetch,
-                               "software prefetch: automatic (by size), on, off, or compare (off and on alternately) [automatic]");
-
-  // check
-  auto* check = app.add_subcommand("check", "every rotary fast path against the float64 reference on fresh random inputs");
-  std::string check_seed = std::to_string(std::random_device{}()), check_rounds = "2";
-  check->add_option("--seed", check_seed, "random seed (printed, to replay a run) [fresh]");
-  check->add_option("--rounds", check_rounds, "random cases per combination [2]");
+  bench_positions.add(*bench);
+  bench_rotary.add(*bench);
+  check.add(app);
+  Command* const commands[] = {&positions, &ptd, &plot, &plan, &demo, &bench_positions, &bench_rotary, &check};
 
   try {
     if (argc > 1 && argv[1][0] != '-') {
@@ -529,95 +711,8 @@ int run(int argc, char** argv) {
     }
     refuse_empty_values(app);
 
-    if (*positions) {
-      const auto decode = static_cast<int64_t>(parse_unsigned(pos_decode, "--decode", 0, kMaxTokens));
-      const auto row = static_cast<int64_t>(parse_unsigned(pos_row, "--row", 0, kMaxTokens));
-      const bool formatted = pos_format_opt->count() > 0;
-      if (pos_source.from_request()) {
-        if (pos_scheme_opt->count() > 0 || pos_circle.any())
-          throw Error("--scheme and circle options cannot be combined with --request (the request holds them)");
-        const Request r = pos_source.request();
-        print_positions(rope_index(r.input(), r.vision, r.geometry), r.geometry, formatted ? pos_format : "json",
-                        decode, row);
-      } else {
-        const Geometry g{pos_scheme_opt->count() > 0 ? scheme_option(OptionValue::text(pos_scheme), "--scheme")
-                                                     : Scheme::circle,
-                         pos_circle.config()};
-        print_positions(pos_source.positions(g, nullptr), g, formatted ? pos_format : "table", decode, row);
-      }
-    } else if (*ptd) {
-      check_format(ptd_format);
-      const std::vector<Scheme> schemes = parse_scheme_list(ptd_schemes);
-      const RotaryConfig rotary = ptd_rotary.config();
-      const Resolved in = resolve(ptd_source, ptd_circle);
-      const auto metrics = all_metrics(schemes, in.circle, ptd_source, in.get(), rotary);
-      if (ptd_format == "json") std::cout << metrics_json(metrics).dump(2) << "\n";
-      else std::cout << metrics_table(metrics);
-    } else if (*plot) {
-      const std::vector<Scheme> schemes =
-          plot_schemes_opt->count() > 0 ? parse_scheme_list(plot_schemes)
-          : plot_scheme_opt->count() > 0 ? std::vector<Scheme>{scheme_option(OptionValue::text(plot_scheme), "--scheme")}
-                                         : std::vector<Scheme>{Scheme::circle};
-      const auto row = static_cast<int64_t>(parse_unsigned(plot_row, "--row", 0, kMaxTokens));
-      const RotaryConfig rotary = plot_rotary.config();
-      const Resolved in = resolve(plot_source, plot_circle);
-      write_plot(plot_out, all_metrics(schemes, in.circle, plot_source, in.get(), rotary), row);
-      std::cout << "wrote " << plot_out << " (" << schemes.size() << " panel" << (schemes.size() == 1 ? "" : "s") << ")\n";
-    } else if (*plan) {
-      check_format(plan_format);
-      const AgePlan p = make_age_plan(plan_spec, static_cast<int>(parse_unsigned(plan_layers, "--layers", 1, kMaxLayers)));
-      if (plan_format == "json") {
-        json layers = json::array();
-        for (int l = 0; l < p.layers(); ++l) layers.push_back(to_string(p.layer_scheme(l)));
-        json distinct = json::array();
-        for (Scheme s : p.schemes()) distinct.push_back(to_string(s));
-        std::cout << json{{"plan", plan_spec}, {"pattern", p.pattern()}, {"layers", layers},
-                          {"distinct_geometries", distinct}}.dump() << "\n";
-      } else {
-        std::cout << "plan " << plan_spec << ", " << p.layers() << " layers: " << p.pattern() << "\n"
-                  << p.schemes().size() << " distinct geometr" << (p.schemes().size() == 1 ? "y" : "ies")
-                  << " (positions computed once each):";
-        for (Scheme s : p.schemes()) std::cout << " " << to_string(s);
-        std::cout << "\n";
-      }
-    } else if (*demo) {
-      return run_demo(demo_out);
-    } else if (*bench_positions) {
-      check_format(bench_format);
-      return run_bench_positions(bench_format, seconds_flag(bench_seconds, "--min-seconds"));
-    } else if (*bench_rotary_cmd) {
-      check_format(rotary_format);
-      cli::RotaryBenchOptions options;
-      options.min_seconds = seconds_flag(rotary_seconds, "--min-seconds");
-      // The copy meter starts this many std::threads and the kernels as many OpenMP threads:
-      // 40000 aborted the process. (0 = all cores.)
-      options.threads = static_cast<int>(parse_unsigned(rotary_threads, "--threads", 0, kMaxThreads));
-      options.seq_lens.clear();
-      for (const std::string& seq : rotary_seq_lens)
-        options.seq_lens.push_back(static_cast<std::int64_t>(parse_unsigned(seq, "--seq-lens", 1, 1 << 20)));
-      options.dtypes.clear();
-      for (const std::string& d : rotary_dtypes) options.dtypes.push_back(parse_dtype(d));
-      if (rotary_isa != "all") options.isas = {parse_isa(rotary_isa)};
-      options.copy_mib = static_cast<int>(parse_unsigned(rotary_copy_mib, "--copy-mib", 1, 4096));
-      options.prefetch_compare = rotary_prefetch == "compare";
-      if (!options.prefetch_compare) {
-        if (rotary_prefetch != "automatic" && rotary_prefetch != "on" && rotary_prefetch != "off")
-          throw Error("--prefetch '" + rotary_prefetch + "' is not one of automatic, on, off, compare");
-        options.prefetch = parse_prefetch(rotary_prefetch);
-      }
-      if (!rotary_plot.empty()) check_svg_path("--plot", rotary_plot);
-      const auto result = cli::bench_rotary(options, std::cerr);
-      if (!rotary_plot.empty()) {
-        write_svg("--plot", rotary_plot, cli::render_bandwidth_svg(result));
-        std::cerr << "bench rotary: wrote " << rotary_plot << "\n";
-      }
-      if (rotary_format == "json") std::cout << result.dump(2) << "\n";
-      else cli::print_bench_rotary_table(result, std::cout);
-    } else if (*check) {
-      const std::uint64_t seed = parse_unsigned(check_seed, "--seed", 0, std::numeric_limits<std::uint64_t>::max());
-      const auto rounds = static_cast<int>(parse_unsigned(check_rounds, "--rounds", 1, 1000));
-      return cli::run_check(seed, rounds, std::cout, std::cerr);
-    }
+    for (Command* command : commands)
+      if (command->app->parsed()) return command->run();
   } catch (const std::exception& e) {  // Error, and std::bad_alloc / JSON errors just in case
     std::cerr << "circlerope: " << detail::one_line(e.what()) << "\n";
     return 2;

@@ -95,35 +95,64 @@ cr::OptionValue option_value(py::handle v) {
   return out;
 }
 
-// The canonical tuples the Python classes keep and pass to the operators (torch/ops.cpp reads
-// them with the same setters): circle (radius text, alpha, move_to_origin, dff_rate,
-// move_to_positive text), vision (merge size, tokens/s, three ids, time), rotary (theta,
-// rotary_dim, layout, sections).
-py::tuple circle_args(const cr::CircleConfig& c) {
-  return py::make_tuple(cr::radius_text(c), c.alpha, c.move_to_origin, c.dff_rate, cr::move_to_positive_text(c));
+// A typed value of the core as the Python value a user would give: None, bool, int, float, str.
+py::object python_value(const cr::OptionValue& v) {
+  switch (v.kind()) {
+    case cr::OptionValue::Kind::null: return py::none();
+    case cr::OptionValue::Kind::boolean: return py::bool_(v.as_boolean());
+    case cr::OptionValue::Kind::integer: return py::int_(v.as_integer());
+    case cr::OptionValue::Kind::number: return py::float_(v.as_number());
+    default: return py::str(v.as_text());
+  }
 }
 
-cr::CircleConfig circle_config(py::handle radius, py::handle alpha, py::handle move_to_origin,
-                               py::handle dff_rate, py::handle move_to_positive) {
+// The declaration of the Circle-RoPE options (circlerope/options.h, kCircleOptions), from which
+// __init__.py makes the CircleConfig dataclass: (key, default, doc, example text) in order.
+py::list circle_options() {
+  py::list out;
+  for (const cr::CircleOption& o : cr::kCircleOptions)
+    out.append(py::make_tuple(std::string(o.key), python_value(o.get(cr::CircleConfig{})), std::string(o.doc),
+                              std::string(o.example)));
+  return out;
+}
+
+// The canonical tuples the Python classes keep and pass to the operators (torch/ops.cpp reads
+// them with the same setters): circle (the op's circle arguments: one per option of
+// kCircleOptions, text options as the grammar's text), vision (merge size, tokens/s, three ids,
+// time), rotary (theta, rotary_dim, layout, sections).
+py::tuple circle_args(const cr::CircleConfig& c) {
+  py::tuple out(cr::kCircleOptions.size());
+  for (std::size_t i = 0; i < cr::kCircleOptions.size(); ++i) {
+    const cr::CircleOption& o = cr::kCircleOptions[i];
+    out[i] = o.type == cr::OptionType::text ? py::str(cr::option_text(o.get(c))) : python_value(o.get(c));
+  }
+  return out;
+}
+
+// The user's values of the options in declaration order.
+cr::CircleConfig circle_config(const py::sequence& values) {
+  if (values.size() != cr::kCircleOptions.size())
+    throw cr::Error("circle_config: expected " + std::to_string(cr::kCircleOptions.size()) + " values");
   cr::CircleConfig c;
-  const std::pair<const char*, py::handle> fields[] = {{"radius", radius}, {"alpha", alpha},
-                                                       {"move_to_origin", move_to_origin}, {"dff_rate", dff_rate},
-                                                       {"move_to_positive", move_to_positive}};
-  for (const auto& [key, value] : fields)
-    cr::set_circle_option(c, key, option_value(value), std::string("CircleConfig.") + key);
+  for (std::size_t i = 0; i < cr::kCircleOptions.size(); ++i) {
+    const cr::CircleOption& o = cr::kCircleOptions[i];
+    o.set(c, option_value(values[i]), "CircleConfig." + std::string(o.key));
+  }
   cr::validate(c);
   return c;
 }
 
-// The canonical tuple back, as the operators read it: radius and move_to_positive are text.
+// The canonical tuple back, as the operators read it: text options are text.
 cr::CircleConfig circle_from(const py::tuple& t) {
-  if (t.size() != 5) throw cr::Error("circle: expected the 5 values of CircleConfig._args()");
+  if (t.size() != cr::kCircleOptions.size())
+    throw cr::Error("circle: expected the " + std::to_string(cr::kCircleOptions.size()) +
+                    " values of CircleConfig._args()");
   cr::CircleConfig c;
-  cr::set_circle_option(c, "radius", cr::OptionValue::text(t[0].cast<std::string>()), "radius");
-  cr::set_circle_option(c, "alpha", option_value(t[1]), "alpha");
-  cr::set_circle_option(c, "move_to_origin", option_value(t[2]), "move_to_origin");
-  cr::set_circle_option(c, "dff_rate", option_value(t[3]), "dff_rate");
-  cr::set_circle_option(c, "move_to_positive", cr::OptionValue::text(t[4].cast<std::string>()), "move_to_positive");
+  for (std::size_t i = 0; i < cr::kCircleOptions.size(); ++i) {
+    const cr::CircleOption& o = cr::kCircleOptions[i];
+    o.set(c, o.type == cr::OptionType::text ? cr::OptionValue::text(t[i].cast<std::string>()) : option_value(t[i]),
+          o.key);
+  }
   cr::validate(c);
   return c;
 }
@@ -282,10 +311,8 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "circlerope core: configs, AGE plans and coupling metrics (no torch)";
   m.attr("__version__") = CIRCLEROPE_VERSION;
   // Raw Python values in, the canonical tuple out (or ValueError naming the value).
-  m.def("circle_config", [](py::object radius, py::object alpha, py::object move_to_origin, py::object dff_rate,
-                            py::object move_to_positive) {
-    return circle_args(circle_config(radius, alpha, move_to_origin, dff_rate, move_to_positive));
-  });
+  m.def("circle_options", &circle_options);
+  m.def("circle_config", [](const py::sequence& values) { return circle_args(circle_config(values)); });
   m.def("vision_config", [](py::object merge, py::object tps, py::object start, py::object image, py::object video,
                             py::object time) {
     return vision_args(vision_config(merge, tps, start, image, video, time));

@@ -1,8 +1,9 @@
 // circlerope PyTorch operators: torch.ops.circlerope.* (TORCH_LIBRARY "circlerope").
 //
 //   rope_index(input_ids, grids..., mask, scheme, circle..., vision...) -> (position_ids, deltas)
-//     (circle: radius "10" | "auto" | "auto-k", alpha, move_to_origin, dff_rate,
-//      move_to_positive "false" | "auto" | offset: the grammar of circlerope/options.h)
+//     (circle: one argument per Circle-RoPE option of circlerope/options.h, kCircleOptions:
+//      radius "10" | "auto" | "auto-k", alpha, move_to_origin, dff_rate,
+//      move_to_positive "false" | "auto" | offset, in the grammar of options.h)
 //   rotary_table(position_ids, rotary_dim, sections, theta, layout)     -> table [B, S, D]
 //   rotary_apply(q, k, table, pairing, qk_layout, backward)             -> (q', k')
 //
@@ -96,6 +97,43 @@ std::vector<cr::GridTHW> grids(const c10::optional<Tensor>& t, const char* name)
   return out;
 }
 
+// The op's circle arguments: one per option of the declaration (options.h, kCircleOptions), in
+// its order, named and typed by it in the schema (rope_index_schema); TORCH_LIBRARY checks the
+// types of the C++ signature against the schema when the library loads.
+const char* schema_type(cr::OptionType type) {
+  switch (type) {
+    case cr::OptionType::text: return "str";
+    case cr::OptionType::number: return "float";
+    case cr::OptionType::boolean: return "bool";
+  }
+  return "?";
+}
+
+cr::OptionValue argument_value(const std::string& v) { return cr::OptionValue::text(v); }
+cr::OptionValue argument_value(double v) { return cr::OptionValue::number(v); }
+cr::OptionValue argument_value(bool v) { return cr::OptionValue::boolean(v); }
+
+template <class... Arguments>
+cr::CircleConfig circle_of(const Arguments&... arguments) {
+  static_assert(sizeof...(Arguments) == cr::kCircleOptions.size(),
+                "rope_index takes one circle argument per option of kCircleOptions");
+  const cr::OptionValue values[] = {argument_value(arguments)...};
+  cr::CircleConfig circle;
+  for (std::size_t i = 0; i < cr::kCircleOptions.size(); ++i)
+    cr::kCircleOptions[i].set(circle, values[i], cr::kCircleOptions[i].key);
+  return circle;
+}
+
+std::string rope_index_schema() {
+  std::string circle;
+  for (const cr::CircleOption& o : cr::kCircleOptions)
+    circle += std::string(schema_type(o.type)) + " " + std::string(o.key) + ", ";
+  return "rope_index(Tensor input_ids, Tensor? image_grid_thw, Tensor? video_grid_thw, "
+         "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, " + circle +
+         "int spatial_merge_size, float tokens_per_second, int vision_start_token_id, int image_token_id, "
+         "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)";
+}
+
 std::tuple<Tensor, Tensor> rope_index(
     const Tensor& input_ids, const c10::optional<Tensor>& image_grid_thw,
     const c10::optional<Tensor>& video_grid_thw, const c10::optional<Tensor>& second_per_grid_ts,
@@ -135,13 +173,7 @@ std::tuple<Tensor, Tensor> rope_index(
     // The options are read with the grammar every front end shares (circlerope/options.h).
     cr::Geometry geometry;
     geometry.scheme = cr::scheme_option(cr::OptionValue::string(scheme), "scheme");
-    cr::set_circle_option(geometry.circle, "radius", cr::OptionValue::text(radius), "radius");
-    cr::set_circle_option(geometry.circle, "alpha", cr::OptionValue::number(alpha), "alpha");
-    cr::set_circle_option(geometry.circle, "move_to_origin", cr::OptionValue::boolean(move_to_origin),
-                          "move_to_origin");
-    cr::set_circle_option(geometry.circle, "dff_rate", cr::OptionValue::number(dff_rate), "dff_rate");
-    cr::set_circle_option(geometry.circle, "move_to_positive", cr::OptionValue::text(move_to_positive),
-                          "move_to_positive");
+    geometry.circle = circle_of(radius, alpha, move_to_origin, dff_rate, move_to_positive);
     cr::VisionConfig vision;
     cr::set_vision_option(vision, "spatial_merge_size", cr::OptionValue::integer(spatial_merge_size),
                           "spatial_merge_size");
@@ -306,12 +338,7 @@ TORCH_LIBRARY(circlerope, m) {
 #else
   m.impl_abstract_pystub("circlerope._registration");
 #endif
-  m.def(
-      "rope_index(Tensor input_ids, Tensor? image_grid_thw, Tensor? video_grid_thw, "
-      "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, str radius, "
-      "float alpha, bool move_to_origin, float dff_rate, str move_to_positive, int spatial_merge_size, "
-      "float tokens_per_second, int vision_start_token_id, int image_token_id, "
-      "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)");
+  m.def(rope_index_schema().c_str());
   m.def("rotary_table(Tensor position_ids, int rotary_dim, int[] sections, float theta, "
         "str layout) -> Tensor");
   m.def("rotary_apply(Tensor q, Tensor k, Tensor table, str pairing, str qk_layout, "

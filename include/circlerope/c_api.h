@@ -40,6 +40,9 @@ typedef enum crp_positive_shift {
   CRP_POSITIVE_OFFSET = 2  /* a number o: shift by |min| + o (o = 0 means no shift) */
 } crp_positive_shift;
 
+/* The Circle-RoPE options of circlerope/options.h (kCircleOptions, where each is declared);
+ * radius takes three fields, move_to_positive two. tests/test_option_table.cpp checks that
+ * this struct carries every option declared there. */
 typedef struct crp_circle_config {
   int radius_auto;        /* 0: fixed `radius`; 1: radius_scale * |max coordinate| */
   double radius;
@@ -100,7 +103,8 @@ crp_status crp_circle_config_default(crp_circle_config* config);
 crp_status crp_vision_config_default(crp_vision_config* config);
 
 /* One option from its text, read with the grammar every circlerope front end shares
- * (circlerope/options.h), for engines that read a model's config file:
+ * (circlerope/options.h), for engines that read a model's config file; the keys are those of
+ * kCircleOptions there, and method:
  *   radius            "10", "auto", "auto-2.5"
  *   alpha, dff_rate   a decimal number in [0, 1] ("0.5"); dff_rate also "false" / "true"
  *   move_to_origin    "true" / "false"

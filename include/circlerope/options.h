@@ -24,6 +24,7 @@
 // string) give text, which is read with the grammar above ("--alpha 0.5", "--radius auto").
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -106,6 +107,72 @@ class OptionValue {
 std::int64_t integer_option(const OptionValue& value, std::string_view name);
 double number_option(const OptionValue& value, std::string_view name);
 bool boolean_option(const OptionValue& value, std::string_view name);
+// A number in [0, 1].
+double unit_option(const OptionValue& value, std::string_view name);
+
+// A typed value as the grammar's text, which the setters read back to the same value: a number
+// in its shortest exact form ("10", "0.30000000000000004"), true / false, a string as it is, null
+// as "false" (an option that is off).
+std::string option_text(const OptionValue& value);
+
+// ------------------------------------------------------ Circle-RoPE options ---
+// Every Circle-RoPE option is declared once, in kCircleOptions; the front ends derive theirs
+// from it:
+//   - set_circle_option's keys, which are the JSON request's "circle" keys and the keys of the
+//     C API's crp_circle_config_set (and the message that lists them);
+//   - the command line's flags (cli/main.cpp): "--" + the key with '-' for '_', a value in the
+//     grammar; a boolean that defaults to true is "--no-" + the key, with no value;
+//   - the Python CircleConfig dataclass: its fields, their order and defaults (python/bindings.cpp);
+//   - the PyTorch op rope_index: the names and types of its circle arguments in its schema, and
+//     the canonical tuple the Python package passes to it (torch/ops.cpp).
+// Two front ends spell the options out, and tests check them against this table: the C struct
+// crp_circle_config (tests/test_option_table.cpp) and the op's C++ signature
+// (python/tests/test_option_table.py; its count is also a static_assert in torch/ops.cpp).
+// A new option is a CircleConfig field (positions.h), an entry here, those two, and its use.
+
+// The type of an option where values are typed: the op's argument (str, float, bool) and the
+// canonical tuple. A text option travels as the grammar's text ("auto-2", "false").
+enum class OptionType { text, number, boolean };
+
+struct CircleOption {
+  std::string_view key;      // "move_to_origin"
+  OptionType type;
+  std::string_view doc;      // what it means and its range, one line (help texts, docstrings);
+                             // a boolean's is a verb phrase, which "do not " negates
+  std::string_view example;  // a valid value as text, not the default, that moves some position (tests)
+  // Reads `value` into the config, range checked; `name` starts the messages.
+  void (*set)(CircleConfig& config, const OptionValue& value, std::string_view name);
+  // The option's value in `config`, typed as a Python or JSON user would give it (a number, a
+  // string, true / false, or null for off); `set` reads it back to the same config. The default
+  // is get(CircleConfig{}).
+  OptionValue (*get)(const CircleConfig& config);
+};
+
+namespace detail {
+void set_radius(CircleConfig& config, const OptionValue& value, std::string_view name);
+OptionValue radius_value(const CircleConfig& config);
+void set_dff_rate(CircleConfig& config, const OptionValue& value, std::string_view name);
+void set_move_to_positive(CircleConfig& config, const OptionValue& value, std::string_view name);
+OptionValue move_to_positive_value(const CircleConfig& config);
+}  // namespace detail
+
+inline constexpr std::array<CircleOption, 5> kCircleOptions = {{
+    {"radius", OptionType::text, "Circle-RoPE radius: a number > 0, auto or auto-k (k x the largest centred coordinate)",
+     "auto-2", detail::set_radius, detail::radius_value},
+    {"alpha", OptionType::number, "weight of the polar angle vs the raster angle, 0..1", "0.25",
+     [](CircleConfig& c, const OptionValue& v, std::string_view name) { c.alpha = unit_option(v, name); },
+     [](const CircleConfig& c) { return OptionValue::number(c.alpha); }},
+    {"move_to_origin", OptionType::boolean, "centre the grid before taking angles", "false",
+     [](CircleConfig& c, const OptionValue& v, std::string_view name) { c.move_to_origin = boolean_option(v, name); },
+     [](const CircleConfig& c) { return OptionValue::boolean(c.move_to_origin); }},
+    {"dff_rate", OptionType::number, "blend towards the un-ringed grid, 0..1 (0 = off, true = 1)", "0.5",
+     detail::set_dff_rate, [](const CircleConfig& c) { return OptionValue::number(c.dff_rate); }},
+    {"move_to_positive", OptionType::text, "shift the ring to positive values: false, auto or an offset", "3",
+     detail::set_move_to_positive, detail::move_to_positive_value},
+}};
+
+// The option of that key, or nullptr.
+const CircleOption* find_circle_option(std::string_view key);
 
 // ------------------------------------------------------------------ setters ---
 // Each sets one option and checks its range; an unknown key is an error naming the keys.
@@ -114,7 +181,7 @@ bool boolean_option(const OptionValue& value, std::string_view name);
 // is then shown by the quoting rule of detail/quote.h. The structs' other fields are left as
 // they are.
 
-// radius, alpha, move_to_origin, dff_rate, move_to_positive, method (must be "circle").
+// The keys of kCircleOptions, and method (must be "circle", as in the reference's configs).
 void set_circle_option(CircleConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
 // spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
@@ -127,8 +194,9 @@ void set_rotary_option(RotaryConfig& config, std::string_view key, const OptionV
 // A scheme name from a typed string or text.
 Scheme scheme_option(const OptionValue& value, std::string_view name);
 
-// The canonical text of the radius and move_to_positive options, which set_circle_option
-// reads back to the same config: "10", "auto", "auto-2.5"; "false", "auto", "3.5".
+// The canonical text of the radius and move_to_positive options (option_text of their values),
+// which set_circle_option reads back to the same config: "10", "auto", "auto-2.5"; "false",
+// "auto", "3.5".
 std::string radius_text(const CircleConfig& config);
 std::string move_to_positive_text(const CircleConfig& config);
 

@@ -153,30 +153,31 @@ def _text(value, name: str) -> str:
 
 # ------------------------------------------------------------------ configs ---
 
-@dataclasses.dataclass(frozen=True)
-class CircleConfig:
-    """Circle-RoPE options (SPEC 3). Defaults: the paper's recommended setting.
-
-    radius: a number > 0, "auto" or "auto-k" (k * |largest centred coordinate|).
-    alpha: weight of the polar angle against the raster angle, in [0, 1].
-    move_to_origin: centre the grid before taking angles.
-    dff_rate: beta in [0, 1], a blend towards the un-ringed grid (0 = off; True = 1).
-    move_to_positive: None (off), "auto" (shift by |min|) or a number (|min| + offset).
-    """
-
-    radius: Union[float, str] = 10.0
-    alpha: float = 0.5
-    move_to_origin: bool = True
-    dff_rate: float = 0.0
-    move_to_positive: Union[None, str, float] = None
+def _circle_config_class():
+    """CircleConfig, made from the declaration of the Circle-RoPE options in the core
+    (circlerope/options.h, kCircleOptions): one field per option, in its order, with its default.
+    The values are the user's, as given; the core reads and judges them once, here."""
+    options = _core.circle_options()  # (key, default, doc, example)
+    keys = tuple(key for key, *_ in options)
 
     def __post_init__(self):
-        args = _core.circle_config(_plain(self.radius), _plain(self.alpha), _plain(self.move_to_origin),
-                                   _plain(self.dff_rate), _plain(self.move_to_positive))
+        args = _core.circle_config(tuple(_plain(getattr(self, key)) for key in keys))
         object.__setattr__(self, "_cached_args", args)  # frozen: computed once
 
     def _args(self) -> tuple:
+        """The op rope_index's circle arguments, in order."""
         return self._cached_args
+
+    cls = dataclasses.make_dataclass(
+        "CircleConfig", [(key, object, dataclasses.field(default=default)) for key, default, *_ in options],
+        namespace={"__post_init__": __post_init__, "_args": _args}, frozen=True)
+    cls.__module__ = __name__
+    cls.__doc__ = ("Circle-RoPE options (SPEC 3). Defaults: the paper's recommended setting.\n\n" +
+                   "\n".join(f"    {key}: {doc} [default {default!r}]." for key, default, doc, _ in options))
+    return cls
+
+
+CircleConfig = _circle_config_class()
 
 
 @dataclasses.dataclass(frozen=True)

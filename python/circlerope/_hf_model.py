@@ -41,7 +41,6 @@ Tensor = torch.Tensor
 
 _ATTR = "_circlerope_switch"
 _SCHEMES = ("circle", "mrope", "vanilla", "unordered")
-_CIRCLE_FIELDS = ("radius", "alpha", "move_to_origin", "dff_rate", "move_to_positive")
 # The config attribute save_pretrained writes and apply(model) with no geometry reads back.
 CONFIG_KEY = "circlerope"
 
@@ -82,7 +81,7 @@ class _Switch:
     prompt: Optional[dict] = None  # after a prefill: {"next": [G, B] float32, "length": S}
 
     def describe(self) -> dict:
-        circle = {f: getattr(self.circle, f) for f in _CIRCLE_FIELDS}
+        circle = {f.name: getattr(self.circle, f.name) for f in dataclasses.fields(self.circle)}
         return {"scheme": self.schemes[self.primary], "age": None if self.plan is None else self.plan.pattern,
                 "circle": circle, "official_decode": self.official_decode}
 

@@ -17,10 +17,9 @@ import torch
 _REGISTERED = False
 
 
-def _rope_index_fake(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
-                     scheme, radius, alpha, move_to_origin, dff_rate, move_to_positive, spatial_merge_size,
-                     tokens_per_second, vision_start_token_id, image_token_id, video_token_id, time,
-                     compat="none"):
+def _rope_index_fake(input_ids, *arguments, **named_arguments):
+    # The other arguments (grids, mask, scheme, the Circle-RoPE options of the core's
+    # declaration, the vision constants) do not change the shapes.
     torch._check(input_ids.dim() == 2, lambda: f"input_ids must have 2 dimensions, got {input_ids.dim()}")
     batch, seq_len = input_ids.shape
     positions = input_ids.new_empty((3, batch, seq_len), dtype=torch.float32)

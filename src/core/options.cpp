@@ -131,67 +131,6 @@ double unit_interval(const OptionValue& v, std::string_view name) {
   return x;
 }
 
-constexpr std::string_view kRadiusForms = "a finite number > 0, \"auto\" or \"auto-k\" with a number k > 0";
-
-void set_radius(CircleConfig& c, const OptionValue& v, std::string_view name) {
-  if (is_text_like(v) && v.as_text().starts_with("auto")) {
-    const std::string& s = v.as_text();
-    if (s == "auto") {
-      c.radius_mode = RadiusMode::automatic;
-      c.radius_scale = 1.0;
-      return;
-    }
-    if (!s.starts_with("auto-")) expected(name, kRadiusForms, v);
-    double k = 0;
-    try {
-      k = parse_number(std::string_view(s).substr(5), name);
-    } catch (const Error&) {
-      expected(name, kRadiusForms, v);
-    }
-    if (!(k > 0)) fail(name, ": the scale k of \"auto-k\" must be a finite number > 0 (got ", quoted(s), ")");
-    c.radius_mode = RadiusMode::automatic;
-    c.radius_scale = k;
-    return;
-  }
-  if (v.kind() == OptionValue::Kind::string) expected(name, kRadiusForms, v);  // typed: not a number
-  double r = 0;
-  try {
-    r = number_of(v, name, kRadiusForms);
-  } catch (const Error&) {
-    expected(name, kRadiusForms, v);
-  }
-  if (!(r > 0)) fail(name, " must be ", kRadiusForms, " (got ", number_shown(r), ")");
-  c.radius_mode = RadiusMode::fixed;
-  c.radius = r;
-}
-
-void set_move_to_positive(CircleConfig& c, const OptionValue& v, std::string_view name) {
-  constexpr std::string_view forms = "false, \"auto\" or a finite number (an offset)";
-  const bool off = v.kind() == OptionValue::Kind::null ||
-                   (v.kind() == OptionValue::Kind::boolean && !v.as_boolean()) ||
-                   (is_text_like(v) && v.as_text() == "false");
-  if (off) {
-    c.move_to_positive = PositiveShift::none;
-    c.positive_offset = 0;
-    return;
-  }
-  if (is_text_like(v) && v.as_text() == "auto") {
-    c.move_to_positive = PositiveShift::automatic;
-    c.positive_offset = 0;
-    return;
-  }
-  if (v.kind() == OptionValue::Kind::string || v.kind() == OptionValue::Kind::boolean) expected(name, forms, v);
-  double offset = 0;
-  try {
-    offset = number_of(v, name, forms);
-  } catch (const Error&) {
-    expected(name, forms, v);
-  }
-  // the reference's `if move_to_positive:` skips an offset of 0 entirely
-  c.move_to_positive = offset == 0 ? PositiveShift::none : PositiveShift::offset;
-  c.positive_offset = offset;
-}
-
 // An unknown key in a message. The C APIs name a value by its key, which is then the user's
 // text: shown by the one rule (detail/quote.h). Other callers' names are their own labels.
 std::string key_named(std::string_view name, std::string_view key) {
@@ -387,30 +326,126 @@ double number_option(const OptionValue& v, std::string_view name) {
 
 bool boolean_option(const OptionValue& v, std::string_view name) { return boolean_of(v, name); }
 
+double unit_option(const OptionValue& v, std::string_view name) { return unit_interval(v, name); }
+
+std::string option_text(const OptionValue& v) {
+  switch (v.kind()) {
+    case OptionValue::Kind::null: return "false";
+    case OptionValue::Kind::boolean: return v.as_boolean() ? "true" : "false";
+    case OptionValue::Kind::integer: return std::to_string(v.as_integer());
+    case OptionValue::Kind::number: return number_shown(v.as_number());
+    case OptionValue::Kind::big_integer:
+    case OptionValue::Kind::string:
+    case OptionValue::Kind::text: return v.as_text();
+    default: return v.shown();
+  }
+}
+
+// ------------------------------------------------------ Circle-RoPE options ---
+
+constexpr std::string_view kRadiusForms = "a finite number > 0, \"auto\" or \"auto-k\" with a number k > 0";
+
+void detail::set_radius(CircleConfig& c, const OptionValue& v, std::string_view name) {
+  if (is_text_like(v) && v.as_text().starts_with("auto")) {
+    const std::string& s = v.as_text();
+    if (s == "auto") {
+      c.radius_mode = RadiusMode::automatic;
+      c.radius_scale = 1.0;
+      return;
+    }
+    if (!s.starts_with("auto-")) expected(name, kRadiusForms, v);
+    double k = 0;
+    try {
+      k = parse_number(std::string_view(s).substr(5), name);
+    } catch (const Error&) {
+      expected(name, kRadiusForms, v);
+    }
+    if (!(k > 0)) fail(name, ": the scale k of \"auto-k\" must be a finite number > 0 (got ", quoted(s), ")");
+    c.radius_mode = RadiusMode::automatic;
+    c.radius_scale = k;
+    return;
+  }
+  if (v.kind() == OptionValue::Kind::string) expected(name, kRadiusForms, v);  // typed: not a number
+  double r = 0;
+  try {
+    r = number_of(v, name, kRadiusForms);
+  } catch (const Error&) {
+    expected(name, kRadiusForms, v);
+  }
+  if (!(r > 0)) fail(name, " must be ", kRadiusForms, " (got ", number_shown(r), ")");
+  c.radius_mode = RadiusMode::fixed;
+  c.radius = r;
+}
+
+void detail::set_move_to_positive(CircleConfig& c, const OptionValue& v, std::string_view name) {
+  constexpr std::string_view forms = "false, \"auto\" or a finite number (an offset)";
+  const bool off = v.kind() == OptionValue::Kind::null ||
+                   (v.kind() == OptionValue::Kind::boolean && !v.as_boolean()) ||
+                   (is_text_like(v) && v.as_text() == "false");
+  if (off) {
+    c.move_to_positive = PositiveShift::none;
+    c.positive_offset = 0;
+    return;
+  }
+  if (is_text_like(v) && v.as_text() == "auto") {
+    c.move_to_positive = PositiveShift::automatic;
+    c.positive_offset = 0;
+    return;
+  }
+  if (v.kind() == OptionValue::Kind::string || v.kind() == OptionValue::Kind::boolean) expected(name, forms, v);
+  double offset = 0;
+  try {
+    offset = number_of(v, name, forms);
+  } catch (const Error&) {
+    expected(name, forms, v);
+  }
+  // the reference's `if move_to_positive:` skips an offset of 0 entirely
+  c.move_to_positive = offset == 0 ? PositiveShift::none : PositiveShift::offset;
+  c.positive_offset = offset;
+}
+
+OptionValue detail::radius_value(const CircleConfig& c) {
+  if (c.radius_mode == RadiusMode::fixed) return OptionValue::number(c.radius);
+  return OptionValue::string(c.radius_scale == 1.0 ? "auto" : "auto-" + number_shown(c.radius_scale));
+}
+
+// absent / null / false: off; true: beta = 1 (the reference's `dff_rate: true`)
+void detail::set_dff_rate(CircleConfig& c, const OptionValue& v, std::string_view name) {
+  const bool boolean = v.kind() == OptionValue::Kind::boolean ||
+                       (v.kind() == OptionValue::Kind::text && (v.as_text() == "true" || v.as_text() == "false"));
+  if (v.kind() == OptionValue::Kind::null) c.dff_rate = 0;
+  else if (boolean) c.dff_rate = boolean_of(v, name) ? 1.0 : 0.0;
+  else c.dff_rate = unit_interval(v, name);
+}
+
+OptionValue detail::move_to_positive_value(const CircleConfig& c) {
+  switch (c.move_to_positive) {
+    case PositiveShift::none: return OptionValue::null();
+    case PositiveShift::automatic: return OptionValue::string("auto");
+    case PositiveShift::offset: return OptionValue::number(c.positive_offset);
+  }
+  return OptionValue::null();
+}
+
 // ------------------------------------------------------------------ setters ---
 
+const CircleOption* find_circle_option(std::string_view key) {
+  for (const CircleOption& option : kCircleOptions)
+    if (option.key == key) return &option;
+  return nullptr;
+}
+
 void set_circle_option(CircleConfig& c, std::string_view key, const OptionValue& v, std::string_view name) {
-  if (key == "radius") {
-    set_radius(c, v, name);
-  } else if (key == "alpha") {
-    c.alpha = unit_interval(v, name);
-  } else if (key == "move_to_origin") {
-    c.move_to_origin = boolean_of(v, name);
-  } else if (key == "dff_rate") {
-    // absent / null / false: off; true: beta = 1 (the reference's `dff_rate: true`)
-    const bool boolean = v.kind() == OptionValue::Kind::boolean ||
-                         (v.kind() == OptionValue::Kind::text && (v.as_text() == "true" || v.as_text() == "false"));
-    if (v.kind() == OptionValue::Kind::null) c.dff_rate = 0;
-    else if (boolean) c.dff_rate = boolean_of(v, name) ? 1.0 : 0.0;
-    else c.dff_rate = unit_interval(v, name);
-  } else if (key == "move_to_positive") {
-    set_move_to_positive(c, v, name);
+  if (const CircleOption* option = find_circle_option(key)) {
+    option->set(c, v, name);
   } else if (key == "method") {
     if (name_of(v, name, "\"circle\"") != "circle")
       fail(name, ": only \"circle\" is supported (got ", v.shown(), ")");
   } else {
-    fail(key_named(name, key), " is not a Circle-RoPE option (expected radius, alpha, move_to_origin, dff_rate, "
-         "move_to_positive or method)");
+    std::string keys;
+    for (const CircleOption& declared : kCircleOptions) keys += std::string(declared.key) + ", ";
+    keys.resize(keys.size() - 2);
+    fail(key_named(name, key), " is not a Circle-RoPE option (expected ", keys, " or method)");
   }
 }
 
@@ -478,18 +513,8 @@ Scheme scheme_option(const OptionValue& v, std::string_view name) {
   }
 }
 
-std::string radius_text(const CircleConfig& c) {
-  if (c.radius_mode == RadiusMode::fixed) return number_shown(c.radius);
-  return c.radius_scale == 1.0 ? "auto" : "auto-" + number_shown(c.radius_scale);
-}
+std::string radius_text(const CircleConfig& c) { return option_text(detail::radius_value(c)); }
 
-std::string move_to_positive_text(const CircleConfig& c) {
-  switch (c.move_to_positive) {
-    case PositiveShift::none: return "false";
-    case PositiveShift::automatic: return "auto";
-    case PositiveShift::offset: return number_shown(c.positive_offset);
-  }
-  return "false";
-}
+std::string move_to_positive_text(const CircleConfig& c) { return option_text(detail::move_to_positive_value(c)); }
 
 }  // namespace circlerope
