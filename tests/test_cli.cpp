@@ -51,10 +51,12 @@ class Cli : public testing::Test {
     return p;
   }
 
-  // Runs `circlerope ARGS` (ARGS already shell-quoted), optionally with stdin.
-  Outcome run(const std::string& args, const std::string& stdin_text = "") {
+  // Runs `circlerope ARGS` (ARGS already shell-quoted), optionally with stdin, with
+  // CIRCLEROPE_ISA unset or, when `isa` is not empty, set to it.
+  Outcome run(const std::string& args, const std::string& stdin_text = "", const std::string& isa = "") {
     const fs::path in = file("stdin.txt", stdin_text), out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = std::string("cd '") + dir_.string() + "' && '" + CIRCLEROPE_CLI_PATH + "' " + args +
+    const std::string env = isa.empty() ? "env -u CIRCLEROPE_ISA " : "env CIRCLEROPE_ISA='" + isa + "' ";
+    const std::string cmd = std::string("cd '") + dir_.string() + "' && " + env + "'" + CIRCLEROPE_CLI_PATH + "' " + args +
                             " <'" + in.string() + "' >'" + out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
@@ -246,8 +248,8 @@ TEST_F(Cli, BenchPositionsJson) {
   const Outcome r = run("bench positions --format json --min-seconds 0.01");
   ASSERT_EQ(r.code, 0) << r.err;
   const json b = json::parse(r.out);
-  // circle and mrope, each on the path this CPU picks and on the scalar reference path,
-  // timed alternately; the fast row carries the ratio.
+  // circle and mrope, each on the path this CPU picks and on the portable path (the scalar
+  // reference loops), timed alternately; the fast row carries the ratio.
   ASSERT_EQ(b["results"].size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
     const json& row = b["results"][i];
@@ -256,12 +258,14 @@ TEST_F(Cli, BenchPositionsJson) {
     EXPECT_EQ(row["batch"].get<int>(), 8);
     EXPECT_EQ(row["seq_len"].get<int>(), 814);
     if (i % 2 == 1) {
-      EXPECT_EQ(row["path"], "scalar");
-      EXPECT_FALSE(row.contains("speedup_over_scalar"));
+      EXPECT_EQ(row["path"], "portable");
+      EXPECT_FALSE(row.contains("speedup_over_portable"));
     } else {
-      EXPECT_GT(row["speedup_over_scalar"].get<double>(), 0);
+      EXPECT_EQ(row["path"], b["path"]);
+      EXPECT_GT(row["speedup_over_portable"].get<double>(), 0);
     }
   }
+  EXPECT_THAT(b["path_reason"].get<std::string>(), testing::StartsWith("automatic: "));
 }
 
 TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
@@ -343,6 +347,68 @@ TEST_F(Cli, CheckNamesThePathsItSkipped) {
     if (st.available) EXPECT_THAT(r.out, HasSubstr("  " + name + " ")) << "a table row for " << name;
     else EXPECT_THAT(r.out, HasSubstr("path " + name + " SKIPPED, not checked: " + st.reason));
   }
+}
+
+// CIRCLEROPE_ISA, read by the process's one probe (cpu_path.h), rules every command: the
+// path it forces is what runs and what each command reports, with the reason.
+TEST_F(Cli, EveryCommandRunsAndReportsTheForcedPath) {
+  const std::string kForced = "forced by CIRCLEROPE_ISA=portable";
+  const Outcome check = run("check --seed 5 --rounds 1", "", "portable");
+  ASSERT_EQ(check.code, 0) << check.err;
+  EXPECT_THAT(check.out, HasSubstr("paths run: portable (automatic: portable)\n  path chosen: " + kForced + "\n"));
+  for (const char* path : {"avx2", "avx512", "avx512bf16"})
+    EXPECT_THAT(check.out, HasSubstr("path " + std::string(path) + " SKIPPED, not checked: "));
+
+  const Outcome bench = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1 --format json",
+                            "", "portable");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  const json b = json::parse(bench.out);
+  EXPECT_EQ(b["paths"], json::array({"portable"}));
+  EXPECT_EQ(b["automatic"], "portable");
+  EXPECT_EQ(b["automatic_reason"], kForced);
+  EXPECT_THAT(bench.err, HasSubstr("bench rotary: path portable: " + kForced + "\n"));
+  const Outcome table = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1", "", "portable");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("\npath chosen: " + kForced + "\n"));
+
+  const Outcome positions = run("bench positions --format json --min-seconds 0.01", "", "portable");
+  ASSERT_EQ(positions.code, 0) << positions.err;
+  const json p = json::parse(positions.out);
+  EXPECT_EQ(p["path"], "portable");
+  EXPECT_EQ(p["path_reason"], kForced);
+  for (const json& row : p["results"]) EXPECT_EQ(row["path"], "portable");
+
+  const Outcome demo = run("demo --out demo.svg", "", "portable");
+  ASSERT_EQ(demo.code, 0) << demo.err;
+  EXPECT_THAT(demo.out, HasSubstr("fp32, neox, path portable\n  path chosen: " + kForced + "\n"));
+}
+
+// A path after the forced one is refused by name, with the variable as the reason.
+TEST_F(Cli, APathAfterTheForcedOneIsAOneLineError) {
+  const circlerope::IsaStatus avx2 = circlerope::isa_status()[1];
+  if (!avx2.available) GTEST_SKIP() << "avx2 NOT AVAILABLE here, so it cannot be ruled out: " << avx2.reason;
+  expect_rejected(run("bench rotary --seq-lens 8 --path avx2", "", "portable"),
+                  "code path 'avx2' is not available: ruled out by CIRCLEROPE_ISA=portable");
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1 --format json", "", "avx2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json b = json::parse(r.out);
+  EXPECT_EQ(b["paths"], json::array({"portable", "avx2"}));
+  EXPECT_EQ(b["automatic_reason"], "forced by CIRCLEROPE_ISA=avx2");
+}
+
+// A value that is no path is one line, exit 2, before any output, from every command that
+// chooses a path (the positions' commands too); so is a path this CPU lacks, where there is one.
+TEST_F(Cli, AnUnusableIsaVariableIsAOneLineErrorEverywhere) {
+  const std::string kUnknown = "CIRCLEROPE_ISA='avx1024' is not a code path (expected portable, avx2, avx512, avx512bf16 or automatic)";
+  for (const std::string args : {"check --seed 5 --rounds 1", "bench rotary --seq-lens 8", "bench positions",
+                                 "demo --out demo.svg", "positions --layout text:3"})
+    expect_rejected(run(args, "", "avx1024"), kUnknown);
+  expect_rejected(run("check", "", "AVX2"), "CIRCLEROPE_ISA='AVX2' is not a code path");
+  for (const circlerope::IsaStatus& st : circlerope::isa_status())
+    if (!st.available) {
+      const std::string name(circlerope::to_string(st.isa));
+      expect_rejected(run("check --seed 5 --rounds 1", "", name), "CIRCLEROPE_ISA=" + name + " cannot be run here: " + st.reason);
+    }
 }
 
 TEST_F(Cli, BenchRotaryPlotsOneBarPerRow) {
