@@ -15,6 +15,7 @@
 
 #include "circlerope/age.h"
 #include "circlerope/detail/quote.h"
+#include "circlerope/kernels.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
@@ -292,6 +293,12 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("rotary_config", [](py::object sections, py::object theta, py::object layout, py::object rotary_dim) {
     return rotary_args(rotary_config(sections, theta, layout, rotary_dim));
+  });
+  // The CPU path the process runs and why (circlerope::cpu_path: the kernels' view, the one
+  // the operators use); an unusable CIRCLEROPE_ISA is a ValueError naming the value.
+  m.def("cpu_path", [] {
+    const cr::CpuPath p = cr::cpu_path();
+    return py::make_tuple(std::string(cr::to_string(p.isa)), p.reason);
   });
   // The core's limit of one call (circlerope::kMaxTokens), which Python checks against a
   // tensor's shape before anything reads or copies the tensor.
