@@ -209,11 +209,11 @@ void print_positions(const Positions& p, const Geometry& g, const std::string& f
                      int64_t row) {
   check_format(format);
   // --row 0 is the default and also names no row of an empty batch, which gives empty
-  // outputs as it does in Python (issue 9 item 16).
+  // outputs as it does in Python.
   if (row < 0 || (row >= p.batch && !(row == 0 && p.batch == 0)))
     throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(p.batch) + ")");
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
-  // Everything that can fail, before the first byte of output (issue 9 item 12).
+  // Everything that can fail, before the first byte of output.
   const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
   warn_collisions(p, g);
   if (format == "json") {
@@ -399,9 +399,8 @@ int run(int argc, char** argv);
 
 }  // namespace
 
-// stdout is held in memory until the command has succeeded: on an error it stays empty (the
-// demo used to print its tables before `--out /proc/x.svg` failed; issue 9 item 12). A write
-// that then fails (a closed pipe, a full disk) is an error with exit status 1.
+// stdout is held in memory until the command has succeeded: on an error it stays empty (a
+// demo whose `--out /proc/x.svg` fails prints none of its tables). A write that then fails (a closed pipe, a full disk) is an error with exit status 1.
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe is a write error (EPIPE) to report, not a kill
   std::ostringstream held;

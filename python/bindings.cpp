@@ -237,7 +237,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
   if (second_per_grid_ts)
     seconds = {second_per_grid_ts->data(), static_cast<std::size_t>(second_per_grid_ts->size())};
   // Every Python object is read before the GIL is released: vision_from() touches Python
-  // objects, which without the GIL crashed (issue 9 item 1).
+  // objects, which without the GIL would crash.
   const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
   const cr::VisionConfig vision_config = vision_from(vision);
   const cr::RotaryConfig rot = rotary_from(rotary);

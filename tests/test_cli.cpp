@@ -98,7 +98,7 @@ TEST_F(Cli, PositionsRequestMatchesEveryGoldenCase) {
   }
 }
 
-// issue 11: every Hugging Face case in every behaviour, through the command: the integers
+// Every Hugging Face case in every behaviour, through the command: the integers
 // transformers returned, written as JSON integers.
 TEST_F(Cli, CompatRequestsReproduceEveryTransformersBehaviourExactly) {
   const json cases = json::parse(slurp(CIRCLEROPE_HF_GOLDEN_FILE))["cases"];
@@ -508,8 +508,8 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
   }
 }
 
-// Issue 9 item 7, last bullet: std::stod read "auto-0x1p1" and "auto- 2" as scales 2 and
-// "auto-2_0" failed only by luck; flags and requests now share the core's one grammar.
+// Flags and requests share the core's one grammar: std::stod would read "auto-0x1p1" and
+// "auto- 2" as scales 2, and refuse "auto-2_0" only by luck.
 TEST_F(Cli, RadiusFormsOutsideTheGrammarAreRejectedByFlagsAndRequests) {
   for (const char* radius : {"auto-0x1p1", "auto- 2", "auto-2_0", "0x1p3", "inf"}) {
     SCOPED_TRACE(radius);
@@ -524,8 +524,8 @@ TEST_F(Cli, RadiusFormsOutsideTheGrammarAreRejectedByFlagsAndRequests) {
   EXPECT_EQ(run("positions --request -", ok.dump()).code, 0);
 }
 
-// Issue 9 item 5: the section sum wrapped in int (2147483647 + 2147483647 + 66 == 64) and was
-// accepted for rotary dim 128.
+// A section sum that wraps in int (2147483647 + 2147483647 + 66 == 64) is not taken for rotary
+// dim 128.
 TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
   expect_rejected(run("ptd --layout text:5,image:3x3 --sections 2147483647,2147483647,66"),
                   "sections [2147483647, 2147483647, 66] must be >= 0 and sum to rotary_dim/2 = 64");
@@ -533,8 +533,8 @@ TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
                   "[2147483647, 2147483647, 66]");
 }
 
-// Issue 9 items 2, 7 and 11 through the command: each of these crashed, was accepted, or
-// read without limit.
+// Requests that could crash the reader, be accepted by a lenient one, or be read without
+// limit, through the command.
 TEST_F(Cli, RequestReaderRefusesWhatItUsedToMisreadOrCrashOn) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   expect_rejected(run("positions --request -", deep), "deeper than 32 levels");  // was SIGSEGV
@@ -565,14 +565,14 @@ TEST_F(Cli, LayoutsLargerThanTheTokenLimitAreRefusedBeforeAllocating) {
   expect_rejected(run("ptd --layout text:16777216,image:2x2"), "segment 1 adds 4 to 16777216");
 }
 
-// Issue 9 item 3: `bench rotary --threads 40000` aborted (std::thread and libgomp).
+// `bench rotary --threads 40000` would abort (std::thread and libgomp): refused.
 TEST_F(Cli, ThreadCountsAboveTheLimitAreRefused) {
   for (const char* threads : {"40000", "1025", "2147483647"})
     expect_rejected(run(std::string("bench rotary --seq-lens 8 --min-seconds 0.001 --copy-mib 1 --threads ") + threads),
                     std::string("--threads must be an integer in [0, 1024] (got '") + threads + "')");
 }
 
-// Issue 9 item 12: on an error stdout stays empty, and a failed write to stdout is an error.
+// On an error stdout stays empty, and a failed write to stdout is an error.
 TEST_F(Cli, StdoutStaysEmptyOnErrorsFoundAfterTheFirstResults) {
   // The table used to be printed before --decode was found out of range, and the demo's
   // tables before its picture failed to write.
@@ -603,8 +603,8 @@ TEST_F(Cli, AFailedWriteToStdoutIsAnErrorWithStatus1) {
   EXPECT_THAT(ok.out, HasSubstr("rope_delta"));
 }
 
-// Issue 9 item 15: the alpha = 1 warning counted padding inside a block as cells (both padded
-// tokens sit at 1.0, so two of them "collided" under any alpha).
+// The alpha = 1 warning counts cells, not padding inside a block (both padded tokens sit at
+// 1.0, so two of them would "collide" under any alpha).
 TEST_F(Cli, CollisionWarningCountsCellsNotPadding) {
   const std::vector<int64_t> ids = {7, 151652, 151655, 0, 0, 151655, 151655, 151655, 151653};
   const std::vector<int64_t> mask = {1, 1, 1, 0, 0, 1, 1, 1, 1};
@@ -630,7 +630,7 @@ TEST_F(Cli, CollisionWarningCountsCellsNotPadding) {
   EXPECT_THAT(r.err, HasSubstr("(3x3): 2 cells share a position"));
 }
 
-// Issue 9 item 16: {"input_ids": []} failed with "--row 0 is out of range" even with JSON.
+// {"input_ids": []} gives empty outputs, not "--row 0 is out of range", with JSON too.
 TEST_F(Cli, AnEmptyBatchGivesEmptyOutputs) {
   Outcome r = run("positions --request -", R"({"input_ids": []})");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -689,7 +689,7 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
   }
 }
 
-// ------------------------------------------------------------ issue 19 ---
+// ------------------------------------- every flag: its grammar, empty values ---
 
 // A shell word holding `text` (any bytes but NUL).
 std::string shell_word(const std::string& text) {

@@ -433,7 +433,7 @@ TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
 #endif
 }
 
-// ---- CPU detection (src/core/cpu_features.h) -------------------------------------------
+// ---- CPU detection (circlerope/detail/cpu_features.h) ------------------------------------
 
 using detail::CpuidWords;
 using detail::decide_cpu_features;
