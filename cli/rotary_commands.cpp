@@ -46,7 +46,7 @@ int resolve(int threads) {
 int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& err) {
   const CpuPath chosen = cpu_path();  // before any output: CIRCLEROPE_ISA's error
   int last_percent = -1;
-  const auto results = reference::run_check(seed, rounds, [&](int done, int total) {
+  const auto results = reference::compare_every_path(seed, rounds, [&](int done, int total) {
     const int percent = 100 * done / total;
     if (percent / 10 != last_percent / 10 || done == total) {
       err << "\rcheck: " << done << "/" << total << " cases" << (done == total ? "\n" : "") << std::flush;
@@ -58,7 +58,7 @@ int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& e
     double worst = 0, tolerance = 0;
   };
   std::map<std::pair<int, int>, Summary> by_path;
-  std::vector<const reference::CheckResult*> failures;
+  std::vector<const reference::ComparisonResult*> failures;
   for (const auto& r : results) {
     Summary& s = by_path[{static_cast<int>(r.c.isa), static_cast<int>(r.c.dtype)}];
     ++s.cases;

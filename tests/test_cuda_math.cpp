@@ -92,7 +92,7 @@ struct PathCount {
 ref::Rotator emulated_rotator(PathCount* paths = nullptr, bool flip_direction = false) {
   return [paths, flip_direction](const RotaryConfig& config, const float* positions,
                                  std::int64_t batch, std::int64_t seq,
-                                 std::span<const ref::CheckTarget> targets, const RotaryParams& p) {
+                                 std::span<const ref::ComparisonTarget> targets, const RotaryParams& p) {
     const std::vector<float> table = emulate_table(config, positions, batch, seq);
     const RotaryTableView view{table.data(), batch, seq, config.rotary_dim};
     std::vector<RotaryTarget> views;
@@ -263,11 +263,11 @@ TEST(CudaMathRotate, EveryHarnessCasePassesTheCpuKernelsTolerances) {
   PathCount paths;
   const std::array<Isa, 1> isas = {Isa::portable};
   for (std::uint64_t seed : {20261129ull, 99ull}) {
-    const auto cases = ref::check_cases(seed, 1, isas);
+    const auto cases = ref::comparison_cases(seed, 1, isas);
     for (std::size_t i = 0; i < cases.size(); ++i) {
-      ref::CheckCase c = cases[i];
+      ref::ComparisonCase c = cases[i];
       c.backend = "cuda-emulated";
-      const ref::CheckResult r = ref::check_case(c, seed + 0x9E3779B97F4A7C15ull * (i + 1), emulated_rotator(&paths));
+      const ref::ComparisonResult r = ref::compare_case(c, seed + 0x9E3779B97F4A7C15ull * (i + 1), emulated_rotator(&paths));
       EXPECT_TRUE(r.pass()) << r.describe();
     }
   }
@@ -278,7 +278,7 @@ TEST(CudaMathRotate, EveryHarnessCasePassesTheCpuKernelsTolerances) {
 
 // The same harness must fail a backend that rotates the wrong way.
 TEST(CudaMathRotate, TheHarnessCatchesAWrongDirection) {
-  ref::CheckCase c;
+  ref::ComparisonCase c;
   c.backend = "cuda-emulated";
   c.dtype = DType::bfloat16;
   c.memory = "bshd";
@@ -286,8 +286,8 @@ TEST(CudaMathRotate, TheHarnessCatchesAWrongDirection) {
   c.q_heads = 3;
   c.head_dim = 64;
   c.rotary_dim = 64;
-  EXPECT_TRUE(ref::check_case(c, 5, emulated_rotator()).pass());
-  EXPECT_FALSE(ref::check_case(c, 5, emulated_rotator(nullptr, true)).pass());
+  EXPECT_TRUE(ref::compare_case(c, 5, emulated_rotator()).pass());
+  EXPECT_FALSE(ref::compare_case(c, 5, emulated_rotator(nullptr, true)).pass());
 }
 
 // ---- work items ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@
 #include "circlerope/detail/cpu_features.h"
 #include "circlerope/detail/cpu_probe.h"
 #include "../src/cpu/kernel.h"
-#include "../src/cpu/self_test.h"
+#include "../src/cpu/known_answer.h"
 #include "circlerope/kernels.h"
 #include "rotary_reference.h"
 
@@ -69,7 +69,7 @@ TEST_P(RotaryPath, EveryCombinationMatchesTheReference) {
         for (const char* memory : {"bshd", "bhsd", "strided", "seq-major"})
           for (Direction direction : {Direction::forward, Direction::backward})
             for (bool in_place : {false, true}) {
-              ref::CheckCase c{isa(), dtype, pairing, layout, memory, direction, in_place};
+              ref::ComparisonCase c{isa(), dtype, pairing, layout, memory, direction, in_place};
               c.head_dim = 2 + 2 * static_cast<std::int64_t>(rng() % 128);
               c.rotary_dim = rng() % 2 ? static_cast<int>(c.head_dim)
                                        : 2 + 2 * static_cast<int>(rng() % static_cast<std::uint64_t>(c.head_dim / 2));
@@ -77,7 +77,7 @@ TEST_P(RotaryPath, EveryCombinationMatchesTheReference) {
               c.seq = 1 + static_cast<std::int64_t>(rng() % 40);  // odd and even token counts
               c.q_heads = 1 + static_cast<std::int64_t>(rng() % 4);
               c.k_heads = 1 + static_cast<std::int64_t>(rng() % 2);
-              const ref::CheckResult r = ref::check_case(c, rng());
+              const ref::ComparisonResult r = ref::compare_case(c, rng());
               ++cases;
               EXPECT_TRUE(r.pass()) << r.describe();
             }
@@ -90,7 +90,7 @@ TEST_P(RotaryPath, EveryRotaryDimAndTailMatchesTheReference) {
   std::mt19937_64 rng(0x7A115);
   for (int rot = 2; rot <= 256; rot += 2)
     for (const char* memory : {"bshd", "strided"}) {
-      ref::CheckCase c;
+      ref::ComparisonCase c;
       c.isa = isa();
       c.dtype = static_cast<DType>(rot / 2 % 3);
       c.pairing = rot / 2 % 2 ? Pairing::gptj : Pairing::neox;
@@ -106,7 +106,7 @@ TEST_P(RotaryPath, EveryRotaryDimAndTailMatchesTheReference) {
       c.k_heads = 1;
       for (Pairing pairing : {Pairing::neox, Pairing::gptj}) {
         c.pairing = pairing;
-        const ref::CheckResult r = ref::check_case(c, rng());
+        const ref::ComparisonResult r = ref::compare_case(c, rng());
         ASSERT_TRUE(r.pass()) << r.describe();
       }
     }
@@ -411,7 +411,7 @@ TEST(RotaryPaths, PrefetchNamesRoundTripAndAnInvalidValueIsRefused) {
   EXPECT_EQ(x, std::vector<float>(128, 1.0f));
 }
 
-// The dispatcher's known-answer comparison (self_test.h) accepts a kernel against itself and
+// The dispatcher's known-answer comparison (known_answer.h) accepts a kernel against itself and
 // rejects one that rounds differently: without that it would guard nothing.
 TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
   EXPECT_TRUE(cpu::kernels_agree(cpu::range_kernel_portable(), cpu::range_kernel_portable()));

@@ -12,7 +12,7 @@
 // A path is available when this build has it (the vector paths: x86-64 only), CPUID and
 // XGETBV say the CPU has its instructions and the OS saves its registers, and, for the
 // kernels' AVX-512 paths, their known-answer comparison with avx2 passed on this CPU
-// (src/cpu/self_test.h). `automatic` resolves to the last available path of the list.
+// (src/cpu/known_answer.h). `automatic` resolves to the last available path of the list.
 // Every path gives the same bits but portable, which has no FMA.
 //
 // The environment variable CIRCLEROPE_ISA, read once per process, forces a path: portable,
