@@ -2,29 +2,26 @@
 // nothing else, so that valgrind --tool=callgrind can count instructions per
 // batch (bench/instructions.sh): a repeatable measure on a machine whose wall
 // time drifts.  Usage: circlerope_count_positions circle|mrope|vanilla|unordered CALLS
-// [scalar|avx2|avx512]   (the positions path, positions_simd.h; default: automatic)
+// [portable|avx2|avx512]   (the positions path, positions_simd.h; default: automatic)
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "circlerope/cpu_path.h"
 #include "circlerope/detail/positions_path.h"
 #include "workload.h"
 
 int main(int argc, char** argv) {
   using namespace circlerope;
   if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s SCHEME CALLS [scalar|avx2|avx512]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s SCHEME CALLS [portable|avx2|avx512]\n", argv[0]);
     return 2;
   }
   try {
     if (argc == 4) {
-      const std::string path = argv[3];
-      if (path == "scalar") detail::set_positions_path(detail::PositionsPath::scalar);
-      else if (path == "avx2") detail::set_positions_path(detail::PositionsPath::avx2);
-      else if (path == "avx512") detail::set_positions_path(detail::PositionsPath::avx512);
-      else throw Error("unknown positions path '" + path + "' (expected scalar, avx2 or avx512)");
+      detail::set_positions_path(parse_isa(argv[3]));
     }
     const Geometry g{parse_scheme(argv[1]), CircleConfig{}};
     const cli::Request batch = cli::benchmark_batch(g);

@@ -222,11 +222,11 @@ void print_positions(const Positions& p, const Geometry& g, const std::string& f
                      int64_t row) {
   check_format(format);
   // --row 0 is the default and also names no row of an empty batch, which gives empty
-  // outputs as it does in Python (issue 9 item 16).
+  // outputs as it does in Python.
   if (row < 0 || (row >= p.batch && !(row == 0 && p.batch == 0)))
     throw Error("--row " + std::to_string(row) + " is out of range (batch " + std::to_string(p.batch) + ")");
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
-  // Everything that can fail, before the first byte of output (issue 9 item 12).
+  // Everything that can fail, before the first byte of output.
   const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
   warn_collisions(p, g);
   if (format == "json") {
@@ -325,51 +325,53 @@ int run_demo(const std::string& out_path) {
   return 0;
 }
 
-// Each scheme on the vectorised path this CPU picks and on the scalar reference path
-// (positions_simd.h: libm ring, one-token loops), alternately in one run: this shared
-// machine's speed drifts by tens of percent within a minute, so the ratio is the median of
-// per-round ratios.
+// Each scheme on the path this process runs (cpu_path.h) and on the portable path, the
+// scalar reference loops (positions_simd.h: libm ring, one-token loops), alternately in one
+// run: this shared machine's speed drifts by tens of percent within a minute, so the ratio is
+// the median of per-round ratios.
 int run_bench_positions(const std::string& format, double min_seconds) {
-  using detail::PositionsPath;
-  const PositionsPath fast = detail::positions_path();
+  const CpuPath chosen = detail::positions_cpu_path();  // before any output: CIRCLEROPE_ISA's error
+  const Isa fast = chosen.isa;
   json rows = json::array();
   for (Scheme s : {Scheme::circle, Scheme::mrope}) {
     const Geometry g{s, CircleConfig{}};
     const Request batch = benchmark_batch(g);
     constexpr int kRounds = 5;
-    std::vector<double> fast_ns, scalar_ns, ratios;
+    std::vector<double> fast_ns, portable_ns, ratios;
     for (int round = 0; round < kRounds; ++round) {
-      detail::set_positions_path(PositionsPath::scalar);
-      scalar_ns.push_back(time_positions_ns(batch, g, min_seconds / (2 * kRounds)));
+      detail::set_positions_path(Isa::portable);
+      portable_ns.push_back(time_positions_ns(batch, g, min_seconds / (2 * kRounds)));
       detail::set_positions_path(fast);
       fast_ns.push_back(time_positions_ns(batch, g, min_seconds / (2 * kRounds)));
-      ratios.push_back(scalar_ns.back() / fast_ns.back());
+      ratios.push_back(portable_ns.back() / fast_ns.back());
     }
-    detail::set_positions_path(PositionsPath::automatic);
+    detail::set_positions_path(Isa::automatic);
     const double tokens = static_cast<double>(batch.batch * batch.seq_len);
-    for (const bool scalar : {false, true}) {
-      const double ns = median(scalar ? scalar_ns : fast_ns);
+    for (const bool portable : {false, true}) {
+      const double ns = median(portable ? portable_ns : fast_ns);
       json row = {{"scheme", to_string(s)},
-                  {"path", detail::to_string(scalar ? PositionsPath::scalar : fast)},
+                  {"path", to_string(portable ? Isa::portable : fast)},
                   {"batch", batch.batch},
                   {"seq_len", batch.seq_len},
                   {"ns_per_batch", ns},
                   {"ns_per_token", ns / tokens}};
-      if (!scalar) row["speedup_over_scalar"] = median(ratios);
+      if (!portable) row["speedup_over_portable"] = median(ratios);
       rows.push_back(row);
     }
   }
   if (format == "json") {
-    std::cout << json{{"benchmark", "positions"}, {"shape", kBenchmarkShape}, {"results", rows}}.dump(2) << "\n";
+    std::cout << json{{"benchmark", "positions"}, {"shape", kBenchmarkShape}, {"path", to_string(fast)},
+                      {"path_reason", chosen.reason}, {"results", rows}}.dump(2) << "\n";
   } else {
-    std::cout << "positions for " << kBenchmarkShape << " (median; the two paths measured alternately):\n";
+    std::cout << "positions for " << kBenchmarkShape << " (median; the two paths measured alternately)\n"
+              << "path " << to_string(fast) << ": " << chosen.reason << "\n";
     for (const json& r : rows) {
-      std::cout << "  " << std::left << std::setw(7) << r["scheme"].get<std::string>() << std::setw(8)
+      std::cout << "  " << std::left << std::setw(7) << r["scheme"].get<std::string>() << std::setw(10)
                 << r["path"].get<std::string>() << std::right << std::setw(8) << fixed(r["ns_per_batch"].get<double>(), 0)
                 << " ns per batch (" << fixed(r["ns_per_batch"].get<double>() / 1000, 2) << " us, "
                 << fixed(r["ns_per_token"].get<double>(), 2) << " ns per token)";
-      if (r.contains("speedup_over_scalar"))
-        std::cout << ", " << fixed(r["speedup_over_scalar"].get<double>(), 2) << "x the scalar path";
+      if (r.contains("speedup_over_portable"))
+        std::cout << ", " << fixed(r["speedup_over_portable"].get<double>(), 2) << "x the portable path";
       std::cout << "\n";
     }
   }
@@ -644,9 +646,8 @@ int run(int argc, char** argv);
 
 }  // namespace
 
-// stdout is held in memory until the command has succeeded: on an error it stays empty (the
-// demo used to print its tables before `--out /proc/x.svg` failed; issue 9 item 12). A write
-// that then fails (a closed pipe, a full disk) is an error with exit status 1.
+// stdout is held in memory until the command has succeeded: on an error it stays empty (a
+// demo whose `--out /proc/x.svg` fails prints none of its tables). A write that then fails (a closed pipe, a full disk) is an error with exit status 1.
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe is a write error (EPIPE) to report, not a kill
   std::ostringstream held;

@@ -28,8 +28,8 @@ namespace {
 
 // At most about kShown characters of `value` for a message, in JSON's punctuation with its
 // strings and keys shown by the one quoting rule (detail/quote.h: single quotes, escaped
-// bytes). Never dump() the whole value: a deep or huge one overflowed the stack or took memory
-// in proportion to its size (issue 9 item 2). Each level adds a character before it descends,
+// bytes). Never dump() the whole value: a deep or huge one overflows the stack or takes memory
+// in proportion to its size. Each level adds a character before it descends,
 // so recursion stops within kShown levels whatever the value's depth.
 constexpr std::size_t kShown = detail::kQuoted;
 
@@ -88,8 +88,8 @@ void only_keys(const json& object, const std::string& where,
 
 int64_t integer(const json& v, const std::string& where) {
   if (!v.is_number_integer()) bad(where, "expected an integer, got " + shown(v));
-  // nlohmann keeps 2^63 .. 2^64-1 as unsigned: get<int64_t>() wrapped them (18446744073709551615
-  // was read as -1; issue 9 item 7).
+  // nlohmann keeps 2^63 .. 2^64-1 as unsigned: get<int64_t>() would wrap them
+  // (18446744073709551615 would read as -1).
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     bad(where, "integer " + v.dump() + " is beyond the int64 range [-2^63, 2^63)");
   return v.get<int64_t>();
@@ -233,7 +233,7 @@ Request parse_request_text(const std::string& text) {
   if (text.size() > kMaxRequestBytes)
     throw Error("request is " + std::to_string(text.size()) + " bytes, more than the limit of " +
                 std::to_string(kMaxRequestBytes) + " (64 MiB)");
-  // nlohmann stops at a NUL and ignored everything after it (issue 9 item 7).
+  // nlohmann stops at a NUL and would ignore everything after it.
   if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
     throw Error("request has a NUL byte at offset " + std::to_string(nul) + " (a request is JSON text)");
   // Checked while parsing, before any deep or huge value exists: nesting depth, duplicate
@@ -299,14 +299,14 @@ std::string read_request(std::istream& in, const std::string& name) {
 }
 
 void write_positions_json(std::ostream& out, const Positions& p, int64_t decode) {
-  // Everything that can fail happens before the first byte is written (issue 9 item 12).
+  // Everything that can fail happens before the first byte is written.
   if (decode < 0) throw Error("--decode " + std::to_string(decode) + " must be >= 0");
   const std::vector<float> next = decode > 0 ? next_positions(p, decode) : std::vector<float>{};
   // Under a transformers compat mode, integer schemes are written as integers, as
   // transformers returns int64 (Circle-RoPE positions stay fractional).
   const bool integers = p.compat != Compat::none && p.scheme != Scheme::circle;
   // Streamed, not built as a JSON document: at kMaxTokens tokens a document of the positions
-  // took gigabytes (issue 9 item 11). Numbers are written as nlohmann writes them: the
+  // takes gigabytes. Numbers are written as nlohmann writes them: the
   // shortest text that reads back as the same double, with ".0" on integral values.
   std::string line;
   auto number = [&](float v) {

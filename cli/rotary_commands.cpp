@@ -44,8 +44,9 @@ int resolve(int threads) {
 }  // namespace
 
 int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& err) {
+  const CpuPath chosen = cpu_path();  // before any output: CIRCLEROPE_ISA's error
   int last_percent = -1;
-  const auto results = reference::run_check(seed, rounds, [&](int done, int total) {
+  const auto results = reference::compare_every_path(seed, rounds, [&](int done, int total) {
     const int percent = 100 * done / total;
     if (percent / 10 != last_percent / 10 || done == total) {
       err << "\rcheck: " << done << "/" << total << " cases" << (done == total ? "\n" : "") << std::flush;
@@ -57,7 +58,7 @@ int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& e
     double worst = 0, tolerance = 0;
   };
   std::map<std::pair<int, int>, Summary> by_path;
-  std::vector<const reference::CheckResult*> failures;
+  std::vector<const reference::ComparisonResult*> failures;
   for (const auto& r : results) {
     Summary& s = by_path[{static_cast<int>(r.c.isa), static_cast<int>(r.c.dtype)}];
     ++s.cases;
@@ -82,7 +83,8 @@ int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& e
   }
   out << "  paths run: ";
   for (std::size_t i = 0; i < available_isas().size(); ++i) out << (i ? ", " : "") << to_string(available_isas()[i]);
-  out << " (automatic: " << to_string(automatic_isa()) << ")\n";
+  out << " (automatic: " << to_string(chosen.isa) << ")\n";
+  out << "  path chosen: " << chosen.reason << "\n";
   for (const IsaStatus& st : isa_status())
     if (!st.available) out << "  path " << to_string(st.isa) << " SKIPPED, not checked: " << st.reason << "\n";
   for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
@@ -99,6 +101,7 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
   constexpr int kLayers = 36;
   constexpr std::int64_t kQHeads = 16, kKHeads = 2, kHeadDim = 128;
   const RotaryConfig rotary;  // Qwen2.5-VL: theta 1e6, D 128, chunked [16, 24, 24], neox
+  const CpuPath chosen = cpu_path();
   const AgePlan plan = make_age_plan("alternate", kLayers);
   const AgePositions positions = age_rope_index(input, vision, plan, circle);
   std::optional<RotaryPlan> built;  // a plan has no empty state (AgePlan is valid by construction)
@@ -133,7 +136,8 @@ void demo_rotation(const RopeIndexInput& input, const VisionConfig& vision,
       << "..., " << tables.tables.size() << " angle tables (one per geometry) built in "
       << fixed(table_s * 1e6, 1) << " us\n"
       << "  q [" << B << ", " << S << ", " << kQHeads << ", " << kHeadDim << "] and k [" << B << ", " << S << ", "
-      << kKHeads << ", " << kHeadDim << "] fp32, neox, path " << to_string(automatic_isa()) << "\n"
+      << kKHeads << ", " << kHeadDim << "] fp32, neox, path " << to_string(chosen.isa) << "\n"
+      << "  path chosen: " << chosen.reason << "\n"
       << "  layer 0 (circle) against the float64 reference: worst pair error " << sci(error)
       << " (tolerance " << sci(reference::kFloat32Tolerance) << ")\n"
       << "  q and k of all " << kLayers << " layers rotated in place: " << fixed(pass_s * 1e3, 3) << " ms ("
@@ -309,6 +313,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
     if (seq < 1 || seq > (1 << 20)) throw Error("--seq-lens: " + std::to_string(seq) + " is not in [1, 1048576]");
   if (o.seq_lens.empty() || o.dtypes.empty()) throw Error("--seq-lens and --dtypes need at least one value");
   if (o.copy_mib < 1 || o.copy_mib > 4096) throw Error("--copy-mib " + std::to_string(o.copy_mib) + " is not in [1, 4096]");
+  const CpuPath chosen = cpu_path();  // before any output: CIRCLEROPE_ISA's error
   json skipped = json::object();
   std::vector<Isa> isas;
   for (const IsaStatus& st : isa_status()) {
@@ -323,7 +328,8 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
     }
     isas.push_back(st.isa);
   }
-  if (std::find(o.isas.begin(), o.isas.end(), Isa::automatic) != o.isas.end()) isas.push_back(automatic_isa());
+  if (std::find(o.isas.begin(), o.isas.end(), Isa::automatic) != o.isas.end()) isas.push_back(chosen.isa);
+  err << "bench rotary: path " << to_string(chosen.isa) << ": " << chosen.reason << "\n";
   err << "bench rotary: measuring copy bandwidth (" << o.copy_mib << " MiB streams, " << threads << " threads)\n";
   CopyMeter meter(static_cast<std::size_t>(o.copy_mib) << 20, threads);
   const CopyBandwidth copy = meter.measure(5);
@@ -438,7 +444,8 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
   return json{{"benchmark", "rotary"},
               {"shape", "Qwen2.5-VL-3B: batch 1, Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6, chunked neox"},
               {"paths", paths},
-              {"automatic", to_string(automatic_isa())},
+              {"automatic", to_string(chosen.isa)},
+              {"automatic_reason", chosen.reason},
               {"skipped_paths", skipped},
               {"threads", threads},
               {"prefetch", o.prefetch_compare ? "compare" : std::string(to_string(o.prefetch))},
@@ -528,6 +535,7 @@ void print_bench_rotary_table(const json& r, std::ostream& out) {
   out << " (automatic: " << r["automatic"].get<std::string>() << ")";
   for (const auto& [path, reason] : r["skipped_paths"].items())
     out << "; skipped " << path << ": " << reason.get<std::string>();
+  if (r.contains("automatic_reason")) out << "\npath chosen: " << r["automatic_reason"].get<std::string>();
   out << "\nmachine copy bandwidth " << fixed(r["copy_gbps"].get<double>(), 1)
       << " GB/s at the start, read + write, the best of memcpy " << fixed(r["copy_streams_gbps"]["memcpy"].get<double>(), 1)
       << ", a streaming-store copy " << fixed(r["copy_streams_gbps"]["streaming_copy"].get<double>(), 1)

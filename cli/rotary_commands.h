@@ -12,8 +12,9 @@
 
 namespace circlerope::cli {
 
-// Runs every fast path against the reference; prints a summary to `out`, progress to `err`.
-// Returns 0 when every case passes, 1 otherwise.
+// The command `circlerope check`: the reference comparison (reference::compare_every_path) of
+// every path this process runs; prints a summary to `out`, progress to `err`. Returns 0 when
+// every case passes, 1 otherwise.
 int run_check(std::uint64_t seed, int rounds, std::ostream& out, std::ostream& err);
 
 struct RotaryBenchOptions {

@@ -8,7 +8,7 @@
 
 namespace circlerope::cli {
 
-// The benchmark batch of issue 2: `rows` rows, each 100 text + 16x16 image + 50
+// The benchmark batch: `rows` rows, each 100 text + 16x16 image + 50
 // text + 14x22 image + 100 text tokens (merged grids; the text counts include
 // the vision start/end markers), as Qwen2.5-VL token ids. S = 814.
 Request benchmark_batch(const Geometry& geometry, int rows = 8);

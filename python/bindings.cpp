@@ -15,6 +15,7 @@
 
 #include "circlerope/age.h"
 #include "circlerope/detail/quote.h"
+#include "circlerope/kernels.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
@@ -265,7 +266,7 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
   if (second_per_grid_ts)
     seconds = {second_per_grid_ts->data(), static_cast<std::size_t>(second_per_grid_ts->size())};
   // Every Python object is read before the GIL is released: vision_from() touches Python
-  // objects, which without the GIL crashed (issue 9 item 1).
+  // objects, which without the GIL would crash.
   const cr::Geometry geometry{cr::scheme_option(option_value(scheme), "scheme"), circle_from(circle)};
   const cr::VisionConfig vision_config = vision_from(vision);
   const cr::RotaryConfig rot = rotary_from(rotary);
@@ -319,6 +320,12 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("rotary_config", [](py::object sections, py::object theta, py::object layout, py::object rotary_dim) {
     return rotary_args(rotary_config(sections, theta, layout, rotary_dim));
+  });
+  // The CPU path the process runs and why (circlerope::cpu_path: the kernels' view, the one
+  // the operators use); an unusable CIRCLEROPE_ISA is a ValueError naming the value.
+  m.def("cpu_path", [] {
+    const cr::CpuPath p = cr::cpu_path();
+    return py::make_tuple(std::string(cr::to_string(p.isa)), p.reason);
   });
   // The core's limit of one call (circlerope::kMaxTokens), which Python checks against a
   // tensor's shape before anything reads or copies the tensor.

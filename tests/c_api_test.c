@@ -209,7 +209,7 @@ static void test_video_seconds_and_index_time(void) {
   for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_default[s]);
 }
 
-/* issue 11: the transformers behaviours through C. The video above with s = 0.7: 4.52 and
+/* The transformers behaviours through C. The video above with s = 0.7: 4.52 and
  * later truncate s to 0 before f * s * tps, so every frame has tau = 0 and the text after
  * the video continues at 2 + 1; under 5.3 the padded value is 0. */
 static void test_compat_modes(void) {
@@ -433,7 +433,7 @@ static void regression_size_overflow(void) {
         CRP_INVALID_ARGUMENT);
 }
 
-/* Options from text, with the grammar every front end shares (issue 9 item 7): an engine
+/* Options from text, with the grammar every front end shares: an engine
  * reading a model's config passes each value's text. */
 static void test_options_from_text(void) {
   crp_circle_config c;
@@ -491,8 +491,8 @@ static void test_options_from_text(void) {
   CHECK(CRP_POSITIVE_NONE == 0 && CRP_POSITIVE_AUTO == 1 && CRP_POSITIVE_OFFSET == 2);
 }
 
-/* Issue 9 item 4: batch = 2^62 with seq_len = 0 passed the product check (0 tokens) and the
- * core then wrote 2^62 rope_deltas: a segfault. batch and seq_len are bounded each on its own. */
+/* batch = 2^62 with seq_len = 0 passes a check of the product alone (0 tokens), and 2^62
+ * rope_deltas would be written: batch and seq_len are bounded each on its own. */
 static void regression_batch_without_tokens(void) {
   crp_rope_index_input in;
   memset(&in, 0, sizeof in);
@@ -516,7 +516,7 @@ static void regression_batch_without_tokens(void) {
   CHECK_MSG(contains(err, "1073741824"), err);
 }
 
-/* Issue 9 item 8: NaN deltas gave NaN positions. */
+/* NaN deltas are refused, not turned into NaN positions. */
 static void regression_non_finite_deltas(void) {
   const float deltas[2] = {0.5f, NAN};
   float out[3 * 2 * 2];
@@ -530,7 +530,7 @@ static void regression_non_finite_deltas(void) {
   CHECK(crp_decode_positions(inf, 1, 3, 2, out, err, sizeof err) == CRP_INVALID_ARGUMENT);
 }
 
-/* Issue 9 item 14: on failure nothing is written (row 0 was, before row 1 failed). */
+/* On failure nothing is written (not even row 0 when row 1 fails). */
 static void regression_nothing_written_on_failure(void) {
   crp_rope_index_input in = small_batch();
   static const int64_t short_grid[6] = {1, 4, 4, 1, 4, 4}; /* row 1's block holds 2 tokens, not 4 */
@@ -547,7 +547,7 @@ static void regression_nothing_written_on_failure(void) {
   CHECK_MSG(untouched, err);
 }
 
-/* The C API's completeness (issue 9): a version query, AGE plans, statuses everywhere. */
+/* The C API's completeness: a version query, AGE plans, statuses everywhere. */
 static void test_version_plans_and_statuses(void) {
   int major = -1, minor = -1, patch = -1;
   CHECK(crp_version(&major, &minor, &patch) == CRP_OK);

@@ -139,8 +139,8 @@ int main(void) {
   CHECK(crp_rotary_table_create(&config, pos, 1, S, 0, NULL, err, sizeof err) == CRP_INVALID_ARGUMENT);
   CHECK(crp_rotary_table_create(NULL, pos, 1, S, 0, &other, err, sizeof err) == CRP_INVALID_ARGUMENT);
 
-  /* Issue 9 item 5: sections whose sum wraps in int (2147483647 + 2147483647 + 66 == 64 for
-   * rotary dim 128) were accepted; every frequency then read the temporal axis. */
+  /* Sections whose sum wraps in int (2147483647 + 2147483647 + 66 == 64 for rotary dim 128)
+   * are refused; accepted, every frequency would read the temporal axis. */
   crp_rotary_config wrap;
   crp_rotary_config_default(&wrap);
   wrap.sections[0] = 2147483647, wrap.sections[1] = 2147483647, wrap.sections[2] = 66;
@@ -161,8 +161,9 @@ int main(void) {
   CHECK(crp_rotary_config_set(&wrap, "sections", "24,20,20", err, sizeof err) == CRP_OK);
   CHECK(wrap.sections[0] == 24 && wrap.sections[1] == 20 && wrap.sections[2] == 20);
 
-  /* Issue 9 item 6: only the outs' data pointers were compared, so out[1] = out[0] + 1 float
-   * returned success and 511 of 512 results were wrong. The byte sets are compared now. */
+  /* out[1] = out[0] + 1 float shares bytes with out[0] although the data pointers differ: the
+   * byte sets are compared, so it is refused (a pointer comparison would let it through and
+   * 511 of 512 results would be wrong). */
   {
     static float over[S * HQ * D + 1];
     crp_head_tensor outs2[2] = {bshd(over, CRP_DTYPE_FLOAT32, HQ), bshd(over + 1, CRP_DTYPE_FLOAT32, HQ)};
@@ -174,8 +175,8 @@ int main(void) {
     CHECK(untouched);
   }
 
-  /* Issue 9 item 3: threads = 100000 segfaulted in libgomp, INT_MAX made it exit(1). A table
-   * of 1024 tokens is large enough to be built in parallel. */
+  /* Thread counts above CRP_MAX_THREADS are refused (libgomp segfaults at 100000 and exits at
+   * INT_MAX). A table of 1024 tokens is large enough to be built in parallel. */
   {
     enum { T = 1024 };
     static float many[3 * T];

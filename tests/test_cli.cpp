@@ -51,10 +51,12 @@ class Cli : public testing::Test {
     return p;
   }
 
-  // Runs `circlerope ARGS` (ARGS already shell-quoted), optionally with stdin.
-  Outcome run(const std::string& args, const std::string& stdin_text = "") {
+  // Runs `circlerope ARGS` (ARGS already shell-quoted), optionally with stdin, with
+  // CIRCLEROPE_ISA unset or, when `isa` is not empty, set to it.
+  Outcome run(const std::string& args, const std::string& stdin_text = "", const std::string& isa = "") {
     const fs::path in = file("stdin.txt", stdin_text), out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = std::string("cd '") + dir_.string() + "' && '" + CIRCLEROPE_CLI_PATH + "' " + args +
+    const std::string env = isa.empty() ? "env -u CIRCLEROPE_ISA " : "env CIRCLEROPE_ISA='" + isa + "' ";
+    const std::string cmd = std::string("cd '") + dir_.string() + "' && " + env + "'" + CIRCLEROPE_CLI_PATH + "' " + args +
                             " <'" + in.string() + "' >'" + out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
@@ -96,7 +98,7 @@ TEST_F(Cli, PositionsRequestMatchesEveryGoldenCase) {
   }
 }
 
-// issue 11: every Hugging Face case in every behaviour, through the command: the integers
+// Every Hugging Face case in every behaviour, through the command: the integers
 // transformers returned, written as JSON integers.
 TEST_F(Cli, CompatRequestsReproduceEveryTransformersBehaviourExactly) {
   const json cases = json::parse(slurp(CIRCLEROPE_HF_GOLDEN_FILE))["cases"];
@@ -246,8 +248,8 @@ TEST_F(Cli, BenchPositionsJson) {
   const Outcome r = run("bench positions --format json --min-seconds 0.01");
   ASSERT_EQ(r.code, 0) << r.err;
   const json b = json::parse(r.out);
-  // circle and mrope, each on the path this CPU picks and on the scalar reference path,
-  // timed alternately; the fast row carries the ratio.
+  // circle and mrope, each on the path this CPU picks and on the portable path (the scalar
+  // reference loops), timed alternately; the fast row carries the ratio.
   ASSERT_EQ(b["results"].size(), 4u);
   for (std::size_t i = 0; i < 4; ++i) {
     const json& row = b["results"][i];
@@ -256,12 +258,14 @@ TEST_F(Cli, BenchPositionsJson) {
     EXPECT_EQ(row["batch"].get<int>(), 8);
     EXPECT_EQ(row["seq_len"].get<int>(), 814);
     if (i % 2 == 1) {
-      EXPECT_EQ(row["path"], "scalar");
-      EXPECT_FALSE(row.contains("speedup_over_scalar"));
+      EXPECT_EQ(row["path"], "portable");
+      EXPECT_FALSE(row.contains("speedup_over_portable"));
     } else {
-      EXPECT_GT(row["speedup_over_scalar"].get<double>(), 0);
+      EXPECT_EQ(row["path"], b["path"]);
+      EXPECT_GT(row["speedup_over_portable"].get<double>(), 0);
     }
   }
+  EXPECT_THAT(b["path_reason"].get<std::string>(), testing::StartsWith("automatic: "));
 }
 
 TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
@@ -343,6 +347,68 @@ TEST_F(Cli, CheckNamesThePathsItSkipped) {
     if (st.available) EXPECT_THAT(r.out, HasSubstr("  " + name + " ")) << "a table row for " << name;
     else EXPECT_THAT(r.out, HasSubstr("path " + name + " SKIPPED, not checked: " + st.reason));
   }
+}
+
+// CIRCLEROPE_ISA, read by the process's one probe (cpu_path.h), rules every command: the
+// path it forces is what runs and what each command reports, with the reason.
+TEST_F(Cli, EveryCommandRunsAndReportsTheForcedPath) {
+  const std::string kForced = "forced by CIRCLEROPE_ISA=portable";
+  const Outcome check = run("check --seed 5 --rounds 1", "", "portable");
+  ASSERT_EQ(check.code, 0) << check.err;
+  EXPECT_THAT(check.out, HasSubstr("paths run: portable (automatic: portable)\n  path chosen: " + kForced + "\n"));
+  for (const char* path : {"avx2", "avx512", "avx512bf16"})
+    EXPECT_THAT(check.out, HasSubstr("path " + std::string(path) + " SKIPPED, not checked: "));
+
+  const Outcome bench = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1 --format json",
+                            "", "portable");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  const json b = json::parse(bench.out);
+  EXPECT_EQ(b["paths"], json::array({"portable"}));
+  EXPECT_EQ(b["automatic"], "portable");
+  EXPECT_EQ(b["automatic_reason"], kForced);
+  EXPECT_THAT(bench.err, HasSubstr("bench rotary: path portable: " + kForced + "\n"));
+  const Outcome table = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1", "", "portable");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("\npath chosen: " + kForced + "\n"));
+
+  const Outcome positions = run("bench positions --format json --min-seconds 0.01", "", "portable");
+  ASSERT_EQ(positions.code, 0) << positions.err;
+  const json p = json::parse(positions.out);
+  EXPECT_EQ(p["path"], "portable");
+  EXPECT_EQ(p["path_reason"], kForced);
+  for (const json& row : p["results"]) EXPECT_EQ(row["path"], "portable");
+
+  const Outcome demo = run("demo --out demo.svg", "", "portable");
+  ASSERT_EQ(demo.code, 0) << demo.err;
+  EXPECT_THAT(demo.out, HasSubstr("fp32, neox, path portable\n  path chosen: " + kForced + "\n"));
+}
+
+// A path after the forced one is refused by name, with the variable as the reason.
+TEST_F(Cli, APathAfterTheForcedOneIsAOneLineError) {
+  const circlerope::IsaStatus avx2 = circlerope::isa_status()[1];
+  if (!avx2.available) GTEST_SKIP() << "avx2 NOT AVAILABLE here, so it cannot be ruled out: " << avx2.reason;
+  expect_rejected(run("bench rotary --seq-lens 8 --path avx2", "", "portable"),
+                  "code path 'avx2' is not available: ruled out by CIRCLEROPE_ISA=portable");
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1 --format json", "", "avx2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json b = json::parse(r.out);
+  EXPECT_EQ(b["paths"], json::array({"portable", "avx2"}));
+  EXPECT_EQ(b["automatic_reason"], "forced by CIRCLEROPE_ISA=avx2");
+}
+
+// A value that is no path is one line, exit 2, before any output, from every command that
+// chooses a path (the positions' commands too); so is a path this CPU lacks, where there is one.
+TEST_F(Cli, AnUnusableIsaVariableIsAOneLineErrorEverywhere) {
+  const std::string kUnknown = "CIRCLEROPE_ISA='avx1024' is not a code path (expected portable, avx2, avx512, avx512bf16 or automatic)";
+  for (const std::string args : {"check --seed 5 --rounds 1", "bench rotary --seq-lens 8", "bench positions",
+                                 "demo --out demo.svg", "positions --layout text:3"})
+    expect_rejected(run(args, "", "avx1024"), kUnknown);
+  expect_rejected(run("check", "", "AVX2"), "CIRCLEROPE_ISA='AVX2' is not a code path");
+  for (const circlerope::IsaStatus& st : circlerope::isa_status())
+    if (!st.available) {
+      const std::string name(circlerope::to_string(st.isa));
+      expect_rejected(run("check --seed 5 --rounds 1", "", name), "CIRCLEROPE_ISA=" + name + " cannot be run here: " + st.reason);
+    }
 }
 
 TEST_F(Cli, BenchRotaryPlotsOneBarPerRow) {
@@ -442,8 +508,8 @@ TEST_F(Cli, EveryInvalidRequestGetsItsOwnMessage) {
   }
 }
 
-// Issue 9 item 7, last bullet: std::stod read "auto-0x1p1" and "auto- 2" as scales 2 and
-// "auto-2_0" failed only by luck; flags and requests now share the core's one grammar.
+// Flags and requests share the core's one grammar: std::stod would read "auto-0x1p1" and
+// "auto- 2" as scales 2, and refuse "auto-2_0" only by luck.
 TEST_F(Cli, RadiusFormsOutsideTheGrammarAreRejectedByFlagsAndRequests) {
   for (const char* radius : {"auto-0x1p1", "auto- 2", "auto-2_0", "0x1p3", "inf"}) {
     SCOPED_TRACE(radius);
@@ -458,8 +524,8 @@ TEST_F(Cli, RadiusFormsOutsideTheGrammarAreRejectedByFlagsAndRequests) {
   EXPECT_EQ(run("positions --request -", ok.dump()).code, 0);
 }
 
-// Issue 9 item 5: the section sum wrapped in int (2147483647 + 2147483647 + 66 == 64) and was
-// accepted for rotary dim 128.
+// A section sum that wraps in int (2147483647 + 2147483647 + 66 == 64) is not taken for rotary
+// dim 128.
 TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
   expect_rejected(run("ptd --layout text:5,image:3x3 --sections 2147483647,2147483647,66"),
                   "sections [2147483647, 2147483647, 66] must be >= 0 and sum to rotary_dim/2 = 64");
@@ -467,8 +533,8 @@ TEST_F(Cli, SectionsWhoseSumWrapsInIntAreRejected) {
                   "[2147483647, 2147483647, 66]");
 }
 
-// Issue 9 items 2, 7 and 11 through the command: each of these crashed, was accepted, or
-// read without limit.
+// Requests that could crash the reader, be accepted by a lenient one, or be read without
+// limit, through the command.
 TEST_F(Cli, RequestReaderRefusesWhatItUsedToMisreadOrCrashOn) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   expect_rejected(run("positions --request -", deep), "deeper than 32 levels");  // was SIGSEGV
@@ -499,14 +565,14 @@ TEST_F(Cli, LayoutsLargerThanTheTokenLimitAreRefusedBeforeAllocating) {
   expect_rejected(run("ptd --layout text:16777216,image:2x2"), "segment 1 adds 4 to 16777216");
 }
 
-// Issue 9 item 3: `bench rotary --threads 40000` aborted (std::thread and libgomp).
+// `bench rotary --threads 40000` would abort (std::thread and libgomp): refused.
 TEST_F(Cli, ThreadCountsAboveTheLimitAreRefused) {
   for (const char* threads : {"40000", "1025", "2147483647"})
     expect_rejected(run(std::string("bench rotary --seq-lens 8 --min-seconds 0.001 --copy-mib 1 --threads ") + threads),
                     std::string("--threads must be an integer in [0, 1024] (got '") + threads + "')");
 }
 
-// Issue 9 item 12: on an error stdout stays empty, and a failed write to stdout is an error.
+// On an error stdout stays empty, and a failed write to stdout is an error.
 TEST_F(Cli, StdoutStaysEmptyOnErrorsFoundAfterTheFirstResults) {
   // The table used to be printed before --decode was found out of range, and the demo's
   // tables before its picture failed to write.
@@ -537,8 +603,8 @@ TEST_F(Cli, AFailedWriteToStdoutIsAnErrorWithStatus1) {
   EXPECT_THAT(ok.out, HasSubstr("rope_delta"));
 }
 
-// Issue 9 item 15: the alpha = 1 warning counted padding inside a block as cells (both padded
-// tokens sit at 1.0, so two of them "collided" under any alpha).
+// The alpha = 1 warning counts cells, not padding inside a block (both padded tokens sit at
+// 1.0, so two of them would "collide" under any alpha).
 TEST_F(Cli, CollisionWarningCountsCellsNotPadding) {
   const std::vector<int64_t> ids = {7, 151652, 151655, 0, 0, 151655, 151655, 151655, 151653};
   const std::vector<int64_t> mask = {1, 1, 1, 0, 0, 1, 1, 1, 1};
@@ -564,7 +630,7 @@ TEST_F(Cli, CollisionWarningCountsCellsNotPadding) {
   EXPECT_THAT(r.err, HasSubstr("(3x3): 2 cells share a position"));
 }
 
-// Issue 9 item 16: {"input_ids": []} failed with "--row 0 is out of range" even with JSON.
+// {"input_ids": []} gives empty outputs, not "--row 0 is out of range", with JSON too.
 TEST_F(Cli, AnEmptyBatchGivesEmptyOutputs) {
   Outcome r = run("positions --request -", R"({"input_ids": []})");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -623,7 +689,7 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
   }
 }
 
-// ------------------------------------------------------------ issue 19 ---
+// ------------------------------------- every flag: its grammar, empty values ---
 
 // A shell word holding `text` (any bytes but NUL).
 std::string shell_word(const std::string& text) {

@@ -92,7 +92,7 @@ struct PathCount {
 ref::Rotator emulated_rotator(PathCount* paths = nullptr, bool flip_direction = false) {
   return [paths, flip_direction](const RotaryConfig& config, const float* positions,
                                  std::int64_t batch, std::int64_t seq,
-                                 std::span<const ref::CheckTarget> targets, const RotaryParams& p) {
+                                 std::span<const ref::ComparisonTarget> targets, const RotaryParams& p) {
     const std::vector<float> table = emulate_table(config, positions, batch, seq);
     const RotaryTableView view{table.data(), batch, seq, config.rotary_dim};
     std::vector<RotaryTarget> views;
@@ -120,15 +120,26 @@ std::int64_t ulps(float a, float b) {
 
 // ---- storage conversions ------------------------------------------------------------------
 
-TEST(CudaMathConvert, SixteenBitPatternsWidenAsTheCpuDoes) {
+// The device code's conversions are the CPU's (circlerope/detail/convert.h, one definition);
+// these hold the device's names to independent models: widening by the formats' definitions,
+// narrowing by reference::to_bfloat16 / to_float16 (round to nearest even in double).
+TEST(CudaMathConvert, SixteenBitPatternsWidenByTheirDefinition) {
   for (std::uint32_t h = 0; h <= 0xFFFF; ++h) {
     const auto v = static_cast<std::uint16_t>(h);
-    ASSERT_EQ(bits(gpu::bf16_to_float(v)), bits(cvt::bf16_to_float(v))) << h;
-    ASSERT_EQ(bits(gpu::f16_to_float(v)), bits(cvt::f16_to_float(v))) << h;
+    ASSERT_EQ(bits(gpu::bf16_to_float(v)), h << 16) << h;  // bf16 is float32's upper half
+    const std::uint32_t exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+    const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+    if (exponent == 0x1F) {  // inf or NaN: the payload moves to float32's top mantissa bits
+      ASSERT_EQ(bits(gpu::f16_to_float(v)), ((h & 0x8000u) << 16) | 0x7F800000u | (mantissa << 13)) << h;
+    } else {
+      const double value = exponent == 0 ? std::ldexp(static_cast<double>(mantissa), -24)
+                                         : std::ldexp(1.0 + mantissa / 1024.0, static_cast<int>(exponent) - 15);
+      ASSERT_EQ(bits(gpu::f16_to_float(v)), bits(sign * static_cast<float>(value))) << h;
+    }
   }
 }
 
-TEST(CudaMathConvert, FloatsRoundToBf16AndFp16AsTheCpuDoes) {
+TEST(CudaMathConvert, FloatsRoundToBf16AndFp16AsTheReference) {
   // Every upper half with the lower halves around each rounding boundary, plus random floats:
   // ties, just-below and just-above ties, NaN payloads, overflow, fp16 subnormals.
   std::vector<std::uint32_t> lows = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x2000,
@@ -138,17 +149,17 @@ TEST(CudaMathConvert, FloatsRoundToBf16AndFp16AsTheCpuDoes) {
   for (std::uint32_t hi = 0; hi <= 0xFFFF; ++hi) {
     for (std::uint32_t lo : lows) {
       const float f = std::bit_cast<float>((hi << 16) | lo);
-      ASSERT_EQ(gpu::float_to_bf16(f), cvt::float_to_bf16(f)) << std::hex << bits(f);
-      ASSERT_EQ(gpu::float_to_f16(f), cvt::float_to_f16(f)) << std::hex << bits(f);
+      ASSERT_EQ(gpu::float_to_bf16(f), ref::to_bfloat16(f)) << std::hex << bits(f);
+      ASSERT_EQ(gpu::float_to_f16(f), ref::to_float16(f)) << std::hex << bits(f);
       ++compared;
     }
   }
   for (int i = 0; i < 1000000; ++i) {
     const float f = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
-    ASSERT_EQ(gpu::float_to_bf16(f), cvt::float_to_bf16(f)) << std::hex << bits(f);
-    ASSERT_EQ(gpu::float_to_f16(f), cvt::float_to_f16(f)) << std::hex << bits(f);
-    // fp32 stores: every NaN the canonical one, as the CPU's (convert.h's NaN rule)
-    ASSERT_EQ(bits(gpu::narrow<gpu::F32>(f)), bits(cvt::quiet_nan(f))) << std::hex << bits(f);
+    ASSERT_EQ(gpu::float_to_bf16(f), ref::to_bfloat16(f)) << std::hex << bits(f);
+    ASSERT_EQ(gpu::float_to_f16(f), ref::to_float16(f)) << std::hex << bits(f);
+    // fp32 stores: every NaN the canonical one (the NaN rule), everything else kept
+    ASSERT_EQ(bits(gpu::narrow<gpu::F32>(f)), std::isnan(f) ? 0x7FC00000u : bits(f)) << std::hex << bits(f);
   }
   EXPECT_EQ(compared, 65536 * 10);
 }
@@ -252,11 +263,11 @@ TEST(CudaMathRotate, EveryHarnessCasePassesTheCpuKernelsTolerances) {
   PathCount paths;
   const std::array<Isa, 1> isas = {Isa::portable};
   for (std::uint64_t seed : {20261129ull, 99ull}) {
-    const auto cases = ref::check_cases(seed, 1, isas);
+    const auto cases = ref::comparison_cases(seed, 1, isas);
     for (std::size_t i = 0; i < cases.size(); ++i) {
-      ref::CheckCase c = cases[i];
+      ref::ComparisonCase c = cases[i];
       c.backend = "cuda-emulated";
-      const ref::CheckResult r = ref::check_case(c, seed + 0x9E3779B97F4A7C15ull * (i + 1), emulated_rotator(&paths));
+      const ref::ComparisonResult r = ref::compare_case(c, seed + 0x9E3779B97F4A7C15ull * (i + 1), emulated_rotator(&paths));
       EXPECT_TRUE(r.pass()) << r.describe();
     }
   }
@@ -267,7 +278,7 @@ TEST(CudaMathRotate, EveryHarnessCasePassesTheCpuKernelsTolerances) {
 
 // The same harness must fail a backend that rotates the wrong way.
 TEST(CudaMathRotate, TheHarnessCatchesAWrongDirection) {
-  ref::CheckCase c;
+  ref::ComparisonCase c;
   c.backend = "cuda-emulated";
   c.dtype = DType::bfloat16;
   c.memory = "bshd";
@@ -275,8 +286,8 @@ TEST(CudaMathRotate, TheHarnessCatchesAWrongDirection) {
   c.q_heads = 3;
   c.head_dim = 64;
   c.rotary_dim = 64;
-  EXPECT_TRUE(ref::check_case(c, 5, emulated_rotator()).pass());
-  EXPECT_FALSE(ref::check_case(c, 5, emulated_rotator(nullptr, true)).pass());
+  EXPECT_TRUE(ref::compare_case(c, 5, emulated_rotator()).pass());
+  EXPECT_FALSE(ref::compare_case(c, 5, emulated_rotator(nullptr, true)).pass());
 }
 
 // ---- work items ---------------------------------------------------------------------------

@@ -306,7 +306,7 @@ TEST(Errors, DecodeArguments) {
   const std::vector<float> d = {0.0f};
   EXPECT_THAT(error_of([&] { decode_positions(d, -1, 1); }), HasSubstr("-1"));
   EXPECT_THAT(error_of([&] { decode_positions(d, 0, -5); }), HasSubstr("-5"));
-  // Issue 9 item 8: NaN or infinite deltas came back as NaN / inf positions.
+  // NaN or infinite deltas are refused, not turned into NaN / inf positions.
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     const std::vector<float> deltas = {1.5f, bad};
@@ -349,8 +349,8 @@ TEST(Errors, AnErrorLeavesNoStateBehind) {
   EXPECT_THROW(rope_index(extra.input(), VisionConfig{}, {}), Error);
 }
 
-// Issue 9 item 14: rope_index_into wrote the rows before the one that failed (and every row
-// when the unused grids were found at the end). Like rotate, it writes nothing now.
+// rope_index_into writes nothing when it fails, like rotate: not the rows before the one that
+// failed, nor every row when unused grids are found at the end.
 TEST(Errors, RopeIndexIntoWritesNothingWhenItFails) {
   Batch ok_then_bad;  // row 0 is fine, row 1 fails
   ok_then_bad.batch = 2;

@@ -1,6 +1,6 @@
 // Sizes that cannot fit get an Error naming the size before anything is allocated: one
 // documented limit of tokens per call (positions.h kMaxTokens), on batch and seq_len each as
-// well as on their product (issue 9 items 4 and 11).
+// well as on their product.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -72,8 +72,8 @@ TEST(LimitsDeathTest, RotaryTables) {
               HasSubstr("batch 16777217 x seq_len 0 is more than 16777216 tokens"));
 }
 
-// Issue 9 item 3: threads were unbounded: 100000 segfaulted in libgomp, INT_MAX made it
-// call exit(1). Above kMaxThreads is an Error now (1024 threads are still fine).
+// Threads are bounded: 100000 would segfault in libgomp and INT_MAX make it call exit(1).
+// Above kMaxThreads is an Error (1024 threads are still fine).
 TEST(Limits, ThreadCounts) {
   RotaryConfig config;
   const std::int64_t tokens = 1024;  // enough for the table to be built in parallel

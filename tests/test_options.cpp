@@ -1,5 +1,5 @@
 // The one grammar of configuration values (circlerope/options.h) that the CLI, JSON
-// requests, the C API and Python all call (issue 9 item 7, last paragraph; item 5).
+// requests, the C API and Python all call.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -72,9 +72,8 @@ TEST(Options, IntegersAreDecimalAndFitInt64) {
               AllOf(HasSubstr("[-2^63, 2^63)"), HasSubstr("9223372036854775808")));
 }
 
-// Issue 9 item 7: "auto-0x1p1" and "auto- 2" were accepted by the JSON reader and the CLI
-// (std::stod), "auto-2_0" by Python (float()) as 20. One grammar now refuses all three, from
-// every kind of source.
+// "auto-0x1p1" and "auto- 2" (which std::stod reads) and "auto-2_0" (which Python's float()
+// reads as 20) are refused by the one grammar, from every kind of source.
 TEST(Options, RadiusFormsAreTheSameForTextAndTypedStrings) {
   struct Case {
     const char* text;
@@ -198,8 +197,8 @@ TEST(Options, VisionOptions) {
               HasSubstr("'frames'"));
 }
 
-// Issue 9 item 5: the section sum was taken in int and wrapped, so 2147483647 + 2147483647 +
-// 66 == 64 passed for rotary dim 128 and every frequency then read the temporal axis.
+// The section sum is not taken in int: 2147483647 + 2147483647 + 66 would wrap to 64, pass
+// for rotary dim 128, and make every frequency read the temporal axis.
 TEST(Options, SectionSumsDoNotWrap) {
   RotaryConfig r;
   r.sections = {2147483647, 2147483647, 66};
@@ -241,7 +240,7 @@ TEST(Options, MessagesShowBoundedValues) {
   EXPECT_LT(OptionValue::big_integer(std::string(500, '9')).shown().size(), 50u);
 }
 
-// ------------------------------------------------------------ issue 19 ---
+// ------------------------------------ the quoting rule and the unsigned grammar ---
 
 // Undoes quoted(): the bytes its escapes stand for; false if it holds anything else than
 // printable ASCII other than ' and \, and \xNN escapes.

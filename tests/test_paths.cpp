@@ -1,8 +1,8 @@
 // Every code path by name (portable, avx2, avx512, avx512bf16): each test below runs once per
 // path and is SKIPPED, with the path and the reason in the message, where this machine cannot
 // run it (`ctest` lists those as skipped). The AVX-512 paths are also executed under an
-// emulator by tests/avx512_emulator (ctest avx512_emulator). Then the CPU detection that
-// decides availability, on synthetic CPUID/XGETBV values and on this CPU.
+// emulator by tests/avx512_emulator (ctest avx512_emulator). Then the CPU detection and the one
+// path decision (CIRCLEROPE_ISA included), on synthetic CPUID/XGETBV values and on this CPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,8 +20,9 @@
 #include <vector>
 
 #include "circlerope/detail/cpu_features.h"
+#include "circlerope/detail/cpu_probe.h"
 #include "../src/cpu/kernel.h"
-#include "../src/cpu/self_test.h"
+#include "../src/cpu/known_answer.h"
 #include "circlerope/kernels.h"
 #include "rotary_reference.h"
 
@@ -68,7 +69,7 @@ TEST_P(RotaryPath, EveryCombinationMatchesTheReference) {
         for (const char* memory : {"bshd", "bhsd", "strided", "seq-major"})
           for (Direction direction : {Direction::forward, Direction::backward})
             for (bool in_place : {false, true}) {
-              ref::CheckCase c{isa(), dtype, pairing, layout, memory, direction, in_place};
+              ref::ComparisonCase c{isa(), dtype, pairing, layout, memory, direction, in_place};
               c.head_dim = 2 + 2 * static_cast<std::int64_t>(rng() % 128);
               c.rotary_dim = rng() % 2 ? static_cast<int>(c.head_dim)
                                        : 2 + 2 * static_cast<int>(rng() % static_cast<std::uint64_t>(c.head_dim / 2));
@@ -76,7 +77,7 @@ TEST_P(RotaryPath, EveryCombinationMatchesTheReference) {
               c.seq = 1 + static_cast<std::int64_t>(rng() % 40);  // odd and even token counts
               c.q_heads = 1 + static_cast<std::int64_t>(rng() % 4);
               c.k_heads = 1 + static_cast<std::int64_t>(rng() % 2);
-              const ref::CheckResult r = ref::check_case(c, rng());
+              const ref::ComparisonResult r = ref::compare_case(c, rng());
               ++cases;
               EXPECT_TRUE(r.pass()) << r.describe();
             }
@@ -89,7 +90,7 @@ TEST_P(RotaryPath, EveryRotaryDimAndTailMatchesTheReference) {
   std::mt19937_64 rng(0x7A115);
   for (int rot = 2; rot <= 256; rot += 2)
     for (const char* memory : {"bshd", "strided"}) {
-      ref::CheckCase c;
+      ref::ComparisonCase c;
       c.isa = isa();
       c.dtype = static_cast<DType>(rot / 2 % 3);
       c.pairing = rot / 2 % 2 ? Pairing::gptj : Pairing::neox;
@@ -105,7 +106,7 @@ TEST_P(RotaryPath, EveryRotaryDimAndTailMatchesTheReference) {
       c.k_heads = 1;
       for (Pairing pairing : {Pairing::neox, Pairing::gptj}) {
         c.pairing = pairing;
-        const ref::CheckResult r = ref::check_case(c, rng());
+        const ref::ComparisonResult r = ref::compare_case(c, rng());
         ASSERT_TRUE(r.pass()) << r.describe();
       }
     }
@@ -410,7 +411,7 @@ TEST(RotaryPaths, PrefetchNamesRoundTripAndAnInvalidValueIsRefused) {
   EXPECT_EQ(x, std::vector<float>(128, 1.0f));
 }
 
-// The dispatcher's known-answer comparison (self_test.h) accepts a kernel against itself and
+// The dispatcher's known-answer comparison (known_answer.h) accepts a kernel against itself and
 // rejects one that rounds differently: without that it would guard nothing.
 TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
   EXPECT_TRUE(cpu::kernels_agree(cpu::range_kernel_portable(), cpu::range_kernel_portable()));
@@ -432,7 +433,7 @@ TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
 #endif
 }
 
-// ---- CPU detection (src/core/cpu_features.h) -------------------------------------------
+// ---- CPU detection (circlerope/detail/cpu_features.h) ------------------------------------
 
 using detail::CpuidWords;
 using detail::decide_cpu_features;
@@ -490,6 +491,146 @@ TEST(CpuFeatures, EveryRequirementIsChecked) {
     ASSERT_NE(reason, nullptr) << c.what;
     EXPECT_THAT(reason, HasSubstr(c.reason)) << c.what;
   }
+}
+
+// ---- the path decision: CPU, build, CIRCLEROPE_ISA and the known-answer check ---------------
+
+detail::CpuProbe probe_of(const CpuidWords& words, std::uint64_t xcr0, const char* variable = nullptr,
+                          bool vector_build = true) {
+  detail::CpuProbe p;
+  p.features = decide_cpu_features(words, xcr0);
+  p.vector_build = vector_build;
+  p.variable_set = variable != nullptr && *variable != '\0';
+  if (p.variable_set) p.variable = variable;
+  return p;
+}
+
+CpuidWords avx2_only() {
+  CpuidWords w = zen4();
+  w.leaf7_ebx &= ~(1u << 16);
+  return w;
+}
+
+bool all_agree(Isa) { return true; }
+enum class KnownAnswerCase { agree, bf16_disagrees };
+bool bf16_disagrees(Isa isa) { return isa != Isa::avx512bf16; }
+
+// What a caller sees: the resolved path, or the message it throws.
+std::string outcome(const detail::CpuPaths& paths, Isa requested) {
+  try {
+    return std::string(to_string(paths.resolve(requested)));
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(CpuPaths, AutomaticTakesTheBestPathAndSaysWhy) {
+  const auto zen = detail::decide_cpu_paths(probe_of(zen4(), 0xE7), &all_agree);
+  EXPECT_EQ(zen.error, "");
+  EXPECT_EQ(zen.automatic.isa, Isa::avx512bf16);
+  EXPECT_FALSE(zen.automatic.forced);
+  EXPECT_EQ(zen.automatic.reason,
+            "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL and AVX512_BF16 and the known-answer check passed");
+  for (Isa isa : kAllPaths) EXPECT_EQ(outcome(zen, isa), to_string(isa));
+  // The positions decide without the kernels' check, and do not claim it.
+  EXPECT_EQ(detail::decide_cpu_paths(probe_of(zen4(), 0xE7)).automatic.reason,
+            "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL and AVX512_BF16");
+
+  const auto avx2 = detail::decide_cpu_paths(probe_of(avx2_only(), 0xE7), &all_agree);
+  EXPECT_EQ(avx2.automatic.isa, Isa::avx2);
+  EXPECT_EQ(avx2.automatic.reason, "automatic: avx2, the CPU has AVX2, FMA and F16C; avx512 is not available: this "
+                                   "CPU or OS lacks it: no AVX-512F (CPUID.7.0:EBX bit 16)");
+  EXPECT_EQ(outcome(avx2, Isa::avx512),
+            "code path 'avx512' is not available: this CPU or OS lacks it: no AVX-512F (CPUID.7.0:EBX bit 16)");
+
+  const auto old = detail::decide_cpu_paths(probe_of(CpuidWords{}, 0), &all_agree);
+  EXPECT_EQ(old.automatic.isa, Isa::portable);
+  EXPECT_THAT(old.automatic.reason, HasSubstr("automatic: portable, avx2 is not available: this CPU or OS lacks it: no AVX"));
+
+  const auto bad_bf16 = detail::decide_cpu_paths(probe_of(zen4(), 0xE7), &bf16_disagrees);
+  EXPECT_EQ(bad_bf16.automatic.isa, Isa::avx512);
+  EXPECT_EQ(bad_bf16.of(Isa::avx512bf16).reason, "its known-answer comparison with avx2 failed on this CPU");
+  EXPECT_THAT(bad_bf16.automatic.reason, HasSubstr("known-answer check passed; avx512bf16 is not available: its known-answer"));
+
+  const auto other = detail::decide_cpu_paths(probe_of(zen4(), 0xE7, nullptr, false), &all_agree);
+  EXPECT_EQ(other.automatic.isa, Isa::portable);
+  EXPECT_EQ(outcome(other, Isa::avx2), "code path 'avx2' is not available: not compiled into this build (x86-64 only)");
+}
+
+TEST(CpuPaths, TheVariableForcesAPathAndRulesOutTheOnesAfterIt) {
+  for (const char* none : {"", "automatic"}) {
+    const auto p = detail::decide_cpu_paths(probe_of(zen4(), 0xE7, none), &all_agree);
+    EXPECT_EQ(p.automatic.isa, Isa::avx512bf16) << none;
+    EXPECT_FALSE(p.automatic.forced) << none;
+  }
+  struct Case {
+    const char* variable;
+    Isa runs;
+  };
+  for (const Case c : {Case{"portable", Isa::portable}, Case{"avx2", Isa::avx2}, Case{"avx512", Isa::avx512},
+                       Case{"avx512bf16", Isa::avx512bf16}}) {
+    const auto p = detail::decide_cpu_paths(probe_of(zen4(), 0xE7, c.variable), &all_agree);
+    EXPECT_EQ(p.error, "");
+    EXPECT_EQ(p.automatic.isa, c.runs);
+    EXPECT_TRUE(p.automatic.forced);
+    EXPECT_EQ(p.automatic.reason, std::string("forced by CIRCLEROPE_ISA=") + c.variable);
+    EXPECT_EQ(outcome(p, Isa::automatic), c.variable);
+    for (Isa isa : kAllPaths) {
+      const bool allowed = static_cast<int>(isa) <= static_cast<int>(c.runs);
+      EXPECT_EQ(p.of(isa).available, allowed) << c.variable << " " << to_string(isa);
+      EXPECT_EQ(outcome(p, isa), allowed ? std::string(to_string(isa))
+                                         : "code path '" + std::string(to_string(isa)) +
+                                               "' is not available: ruled out by CIRCLEROPE_ISA=" + c.variable);
+    }
+  }
+}
+
+TEST(CpuPaths, APathTheCpuLacksOrNoPathAtAllIsAnErrorForEveryChoice) {
+  struct Case {
+    CpuidWords words;
+    const char* variable;
+    KnownAnswerCase check;
+    const char* error;
+  };
+  const Case cases[] = {
+      {avx2_only(), "avx512", KnownAnswerCase::agree,
+       "CIRCLEROPE_ISA=avx512 cannot be run here: this CPU or OS lacks it: no AVX-512F (CPUID.7.0:EBX bit 16)"},
+      {avx2_only(), "avx512bf16", KnownAnswerCase::agree,
+       "CIRCLEROPE_ISA=avx512bf16 cannot be run here: this CPU or OS lacks it: no AVX-512F (CPUID.7.0:EBX bit 16)"},
+      {CpuidWords{}, "avx2", KnownAnswerCase::agree,
+       "CIRCLEROPE_ISA=avx2 cannot be run here: this CPU or OS lacks it: no AVX (CPUID.1:ECX bit 28)"},
+      {zen4(), "avx512bf16", KnownAnswerCase::bf16_disagrees,
+       "CIRCLEROPE_ISA=avx512bf16 cannot be run here: its known-answer comparison with avx2 failed on this CPU"},
+      {zen4(), "avx1024", KnownAnswerCase::agree,
+       "CIRCLEROPE_ISA='avx1024' is not a code path (expected portable, avx2, avx512, avx512bf16 or automatic)"},
+      {zen4(), "AVX2", KnownAnswerCase::agree, "CIRCLEROPE_ISA='AVX2' is not a code path"},
+      {zen4(), " avx2", KnownAnswerCase::agree, "CIRCLEROPE_ISA=' avx2' is not a code path"},
+      {zen4(), "avx2\n", KnownAnswerCase::agree, "CIRCLEROPE_ISA='avx2\\x0a' is not a code path"},
+  };
+  for (const Case& c : cases) {
+    const auto p = detail::decide_cpu_paths(probe_of(c.words, 0xE7, c.variable),
+                                            c.check == KnownAnswerCase::agree ? &all_agree : &bf16_disagrees);
+    EXPECT_THAT(p.error, HasSubstr(c.error)) << c.variable;
+    EXPECT_EQ(p.error.find('\n'), std::string::npos) << "one line: " << p.error;
+    for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16})
+      EXPECT_EQ(outcome(p, isa), p.error) << c.variable << ", asking for " << to_string(isa);
+  }
+  // The build lacks the vector paths: forcing one says so.
+  const auto other = detail::decide_cpu_paths(probe_of(zen4(), 0xE7, "avx2", false), &all_agree);
+  EXPECT_EQ(other.error, "CIRCLEROPE_ISA=avx2 cannot be run here: not compiled into this build (x86-64 only)");
+}
+
+// This process: the kernels' choice is the decision's on this CPU and environment.
+TEST(CpuPaths, ThisProcessReportsItsChoice) {
+  const CpuPath chosen = cpu_path();
+  EXPECT_EQ(chosen.isa, automatic_isa());
+  EXPECT_EQ(chosen.isa, available_isas().back());
+  const auto expected = detail::decide_cpu_paths(detail::cpu_probe(), &all_agree);
+  EXPECT_EQ(chosen.forced, expected.automatic.forced);
+  if (!chosen.forced) {
+    EXPECT_THAT(chosen.reason, testing::StartsWith("automatic: " + std::string(to_string(chosen.isa))));
+  }
+  std::printf("cpu path: %s (%s)\n", std::string(to_string(chosen.isa)).c_str(), chosen.reason.c_str());
 }
 
 // This CPU, against the compiler's own detection (libgcc/compiler-rt, a separate

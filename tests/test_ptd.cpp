@@ -298,8 +298,9 @@ TEST(Ptd, RowWithoutTextIsSkippedAndNoBlockGivesNaN) {
   EXPECT_NEAR(m.ptd, brute_ptd(r.text, r.blocks[0], false), kSumOrderTol);
 }
 
-// Issue 9 item 9: coupling_metrics trusted the caller's scheme, which picks the 1-D or the
-// 3-axis distance: the vanilla toy's PTD became 3.849 instead of 2.222 under "mrope".
+// coupling_metrics takes the scheme, which picks the 1-D or the 3-axis distance, from the
+// positions, not from the caller: trusted, the vanilla toy's PTD would be 3.849 instead of
+// 2.222 under "mrope".
 TEST(Ptd, TheSchemeComesFromThePositions) {
   const Positions vanilla = from_layout("text:5,image:3x3", Scheme::vanilla);
   EXPECT_EQ(vanilla.scheme, Scheme::vanilla);

@@ -1,6 +1,5 @@
 // The JSON request reader of the command line (cli/request.h), in process: what it refuses,
-// and that no input makes it crash, recurse without bound or quote a value without bound
-// (issue 9 items 2, 7 and 11).
+// and that no input makes it crash, recurse without bound or quote a value without bound.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

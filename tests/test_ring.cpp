@@ -23,6 +23,7 @@
 #include "../src/core/block.h"
 #include "../src/core/positions_simd.h"
 #include "circlerope/circle.h"
+#include "circlerope/detail/positions_path.h"
 #include "circlerope/positions.h"
 #include "golden_support.h"
 #include "request.h"
@@ -31,28 +32,27 @@
 namespace {
 
 using namespace circlerope;
-using detail::PositionsPath;
 using nlohmann::json;
 
 // Forces a positions path for the scope of a test; back to automatic afterwards.
 class ScopedPath {
  public:
-  explicit ScopedPath(PositionsPath p) { detail::set_positions_path(p); }
-  ~ScopedPath() { detail::set_positions_path(PositionsPath::automatic); }
+  explicit ScopedPath(Isa p) { detail::set_positions_path(p); }
+  ~ScopedPath() { detail::set_positions_path(Isa::automatic); }
   ScopedPath(const ScopedPath&) = delete;
   ScopedPath& operator=(const ScopedPath&) = delete;
 };
 
-class VectorPath : public testing::TestWithParam<PositionsPath> {
+class VectorPath : public testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     if (!detail::positions_path_available(GetParam()))
-      GTEST_SKIP() << "positions path " << detail::to_string(GetParam())
+      GTEST_SKIP() << "positions path " << to_string(GetParam())
                    << " NOT TESTED: this CPU or OS lacks it (CPUID/XGETBV)";
   }
 };
 
-std::string path_name(const testing::TestParamInfo<PositionsPath>& info) { return detail::to_string(info.param); }
+std::string path_name(const testing::TestParamInfo<Isa>& info) { return std::string(to_string(info.param)); }
 
 // |a - b| in units in the last place of float32 at magnitude max(|b|, scale). The scale floor
 // (the ring's radius, or 1) matters for positions that are zero up to rounding: both paths
@@ -96,12 +96,12 @@ struct RingComparison {
 
 // One frame on the scalar path and on `path`: the doubles, and the float32 positions they give
 // at a few anchors (the library adds the anchor in double and rounds once).
-void compare_frame(std::int64_t hm, std::int64_t wm, const CircleConfig& config, PositionsPath path,
+void compare_frame(std::int64_t hm, std::int64_t wm, const CircleConfig& config, Isa path,
                    std::mt19937_64& rng, RingComparison& out) {
   const Geometry g{Scheme::circle, config};
   detail::FrameCoordinates scalar, vector;
   {
-    ScopedPath p(PositionsPath::scalar);
+    ScopedPath p(Isa::portable);
     scalar = detail::frame_coordinates(g, hm, wm);
   }
   {
@@ -150,10 +150,10 @@ TEST_P(VectorPath, RingMatchesTheScalarReferenceOn100kRandomCells) {
     compare_frame(hm, wm, random_circle(rng), GetParam(), rng, r);
     if (HasFatalFailure()) return;
   }
-  std::printf("ring, %s vs scalar: %lld cells, %lld float32 positions, %lld differ in some bit, %lld by half "
+  std::printf("ring, %s vs portable: %lld cells, %lld float32 positions, %lld differ in some bit, %lld by half "
               "an ulp or more (worst %.3g ulp at max(|value|, radius)); worst double difference %.3g of "
               "max(radius, |value|)\n",
-              detail::to_string(GetParam()), static_cast<long long>(r.cells), static_cast<long long>(r.values),
+              std::string(to_string(GetParam())).c_str(), static_cast<long long>(r.cells), static_cast<long long>(r.values),
               static_cast<long long>(r.differ), static_cast<long long>(r.visible), r.worst_ulps, r.worst_relative);
   EXPECT_LE(r.worst_ulps, kMaxUlps);
   EXPECT_LE(r.worst_relative, kMaxRelative);
@@ -170,7 +170,7 @@ TEST_P(VectorPath, GoldenCasesAgreeWithTheScalarPath) {
     const auto request = cli::parse_request(c["request"]);
     Positions scalar, vector;
     {
-      ScopedPath p(PositionsPath::scalar);
+      ScopedPath p(Isa::portable);
       scalar = rope_index(request.input(), request.vision, request.geometry);
     }
     {
@@ -194,10 +194,10 @@ TEST_P(VectorPath, GoldenCasesAgreeWithTheScalarPath) {
           worst_golden = std::max(worst_golden, std::fabs(vector.at(axis, b, s) - e) / std::max(1.0, std::fabs(e)));
         }
   }
-  std::printf("golden cases, %s vs scalar: %lld positions, %lld differ (worst %.3g ulp); %s vs reference: "
+  std::printf("golden cases, %s vs portable: %lld positions, %lld differ (worst %.3g ulp); %s vs reference: "
               "worst %.3g relative\n",
-              detail::to_string(GetParam()), static_cast<long long>(values), static_cast<long long>(differ),
-              worst_ulps, detail::to_string(GetParam()), worst_golden);
+              std::string(to_string(GetParam())).c_str(), static_cast<long long>(values), static_cast<long long>(differ),
+              worst_ulps, std::string(to_string(GetParam())).c_str(), worst_golden);
   EXPECT_LE(worst_ulps, kMaxUlps);
   EXPECT_LE(worst_golden, 2e-6);  // the contract of Golden.DeviationIsFloat32RoundingOnly
 }
@@ -207,7 +207,7 @@ TEST_P(VectorPath, GoldenCasesAgreeWithTheScalarPath) {
 TEST_P(VectorPath, ScansAndPlacementEqualTheScalarLoops) {
   detail::PositionsKernels scalar, vector;
   {
-    ScopedPath p(PositionsPath::scalar);
+    ScopedPath p(Isa::portable);
     scalar = detail::positions_kernels();
   }
   {
@@ -282,7 +282,7 @@ TEST_P(VectorPath, NonCircleSchemesGiveIdenticalPositions) {
       }
       Positions a, b;
       {
-        ScopedPath p(PositionsPath::scalar);
+        ScopedPath p(Isa::portable);
         a = rope_index(batch.input(), VisionConfig{}, {scheme, {}});
       }
       {
@@ -310,28 +310,28 @@ TEST_P(VectorPath, RingThatOverflowsDoubleIsRefusedOnEveryPath) {
     try {
       (void)detail::frame_coordinates({Scheme::circle, c}, hm, wm);
       ADD_FAILURE() << "a " << hm << "x" << wm << " ring near DBL_MAX was accepted on path "
-                    << detail::to_string(GetParam());
+                    << to_string(GetParam());
     } catch (const Error& e) {
       EXPECT_THAT(e.what(), testing::HasSubstr("not finite"));
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Positions, VectorPath, testing::Values(PositionsPath::avx2, PositionsPath::avx512), path_name);
+INSTANTIATE_TEST_SUITE_P(Positions, VectorPath, testing::Values(Isa::avx2, Isa::avx512), path_name);
 
 TEST(PositionsPaths, AutomaticPicksTheBestAvailableAndForcingAMissingOneThrows) {
-  const PositionsPath best = detail::positions_path_available(PositionsPath::avx512) ? PositionsPath::avx512
-                             : detail::positions_path_available(PositionsPath::avx2) ? PositionsPath::avx2
-                                                                                       : PositionsPath::scalar;
+  const Isa best = detail::positions_path_available(Isa::avx512) ? Isa::avx512
+                   : detail::positions_path_available(Isa::avx2) ? Isa::avx2
+                                                                 : Isa::portable;
   EXPECT_EQ(detail::positions_path(), best);
-  EXPECT_TRUE(detail::positions_path_available(PositionsPath::scalar));
-  for (PositionsPath p : {PositionsPath::avx2, PositionsPath::avx512}) {
+  EXPECT_TRUE(detail::positions_path_available(Isa::portable));
+  for (Isa p : {Isa::avx2, Isa::avx512, Isa::avx512bf16}) {
     if (detail::positions_path_available(p)) continue;
     try {
       detail::set_positions_path(p);
-      ADD_FAILURE() << detail::to_string(p) << " accepted";
+      ADD_FAILURE() << to_string(p) << " accepted";
     } catch (const Error& e) {
-      EXPECT_THAT(e.what(), testing::HasSubstr(std::string("positions path '") + detail::to_string(p) + "' is not available"));
+      EXPECT_THAT(e.what(), testing::HasSubstr("code path '" + std::string(to_string(p)) + "' is not available: "));
     }
     EXPECT_EQ(detail::positions_path(), best) << "a failed force changes nothing";
   }

@@ -285,7 +285,7 @@ std::vector<unsigned char> outside_view(const Tensor& t) {
 
 TEST(RotaryHarness, RunCheckPassesForTwoSeeds) {
   for (std::uint64_t seed : {0x5EED0001ull, 0xC1AC1E5ull}) {
-    const auto results = ref::run_check(seed, 1);
+    const auto results = ref::compare_every_path(seed, 1);
     // every ISA x 3 dtypes x 2 pairings x 3 frequency layouts x 4 memories x 2 directions
     // x in/out of place
     EXPECT_EQ(results.size(), available_isas().size() * 3 * 2 * 3 * 4 * 2 * 2);
@@ -299,9 +299,9 @@ TEST(RotaryHarness, RunCheckPassesForTwoSeeds) {
   }
 }
 
-TEST(RotaryHarness, CheckCasePassesOnAHandBuiltCase) {
+TEST(RotaryHarness, CompareCasePassesOnAHandBuiltCase) {
   for (Isa isa : available_isas()) {
-    ref::CheckCase c;
+    ref::ComparisonCase c;
     c.isa = isa;
     c.dtype = DType::bfloat16;
     c.pairing = Pairing::gptj;
@@ -314,7 +314,7 @@ TEST(RotaryHarness, CheckCasePassesOnAHandBuiltCase) {
     c.k_heads = 1;
     c.head_dim = 80;
     c.rotary_dim = 64;
-    const auto r = ref::check_case(c, 42);
+    const auto r = ref::compare_case(c, 42);
     EXPECT_TRUE(r.pass()) << r.describe();
     EXPECT_TRUE(r.guard_intact);
   }
@@ -365,7 +365,7 @@ TEST(RotaryHarness, CanFail) {
 // e = std::max(e0, e1) and then tests isnan(e); std::max(e0, NaN) returns e0, so a NaN in
 // the second element of a pair (i + D/2 for neox, 2i + 1 for gptj) is dropped and the pair
 // counts as correct: a kernel leaving those elements unwritten in a NaN-filled output would
-// pass run_check. Element 2 (first of its pair) is caught; element 6 is not.
+// pass compare_every_path. Element 2 (first of its pair) is caught; element 6 is not.
 TEST(RotaryHarness, MaxErrorIsInfiniteForNaNInEitherElementOfAPair) {
   const double inf = std::numeric_limits<double>::infinity();
   // neox, rotary dim 8: element 2 is the first element of pair (2, 6), element 6 the second.

@@ -64,7 +64,8 @@ auto guarded(const Body& body) -> decltype(body()) {
 
 void require_cpu(const Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), name, " is on ", t.device(),
-                    "; circlerope's operators take CPU tensors (a CUDA implementation comes later)");
+                    "; this operator's CPU kernel takes CPU tensors (the rotation has CUDA kernels where "
+                    "circlerope.has_cuda_kernels() is True)");
 }
 
 // An integer tensor of exactly `dims` dimensions as int64 row-major: the tensor itself when

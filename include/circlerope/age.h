@@ -22,7 +22,7 @@ namespace circlerope {
 inline constexpr int kMaxLayers = 100000;
 
 // A geometry per layer, valid by construction: the constructor is the only way to make one
-// (a hand-built plan indexed out of bounds, issue 9 item 10), and the layer count is required.
+// (a hand-built plan could be indexed out of bounds), and the layer count is required.
 class AgePlan {
  public:
   // `spec`: all | lower | upper | alternate | strategy_1..4 | a pattern of C/M/V/U letters of

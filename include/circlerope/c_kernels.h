@@ -35,9 +35,13 @@ typedef enum crp_frequency_layout {
 typedef enum crp_dtype { CRP_DTYPE_FLOAT32 = 0, CRP_DTYPE_BFLOAT16 = 1, CRP_DTYPE_FLOAT16 = 2 } crp_dtype;
 typedef enum crp_pairing { CRP_PAIRING_NEOX = 0, CRP_PAIRING_GPTJ = 1 } crp_pairing;
 typedef enum crp_direction { CRP_FORWARD = 0, CRP_BACKWARD = 1 } crp_direction;
-/* Code paths (circlerope::Isa). AUTOMATIC picks the best one this CPU runs (avx512bf16, then
- * avx512, then avx2, then portable); the others force one, and forcing a path this CPU or build
- * lacks is CRP_INVALID_ARGUMENT. AVX512BF16 converts bf16 with VCVTNE2PS2BF16. */
+/* Code paths (circlerope::Isa, circlerope/cpu_path.h). AUTOMATIC picks the best one this CPU
+ * runs (avx512bf16, then avx512, then avx2, then portable), or the one the environment variable
+ * CIRCLEROPE_ISA forces; the others force one, and forcing a path this CPU or build lacks (or
+ * one above CIRCLEROPE_ISA's) is CRP_INVALID_ARGUMENT. AVX512BF16 converts bf16 with
+ * VCVTNE2PS2BF16. An unusable CIRCLEROPE_ISA (no path's name, or a path this CPU lacks) makes
+ * every call that chooses a path, crp_cpu_path included, CRP_INVALID_ARGUMENT with the message
+ * naming the value and the reason. */
 typedef enum crp_isa {
   CRP_ISA_AUTOMATIC = 0,
   CRP_ISA_PORTABLE = 1,
@@ -79,6 +83,11 @@ crp_status crp_rotary_config_default(crp_rotary_config* config);
 crp_status crp_rotate_params_default(crp_rotate_params* params);
 /* Whether this CPU and build run code path `isa` (a crp_isa; AUTOMATIC always runs). */
 crp_status crp_isa_available(int isa, int* available, char* error, size_t error_size);
+/* The path AUTOMATIC runs in this process (*isa, a crp_isa other than AUTOMATIC) and why, one
+ * line into `reason` (NUL-terminated, cut to reason_size; NULL or 0: not written):
+ * "automatic: avx2, the CPU has AVX2, FMA and F16C; avx512 is not available: ..." or
+ * "forced by CIRCLEROPE_ISA=avx2". */
+crp_status crp_cpu_path(int* isa, char* reason, size_t reason_size, char* error, size_t error_size);
 /* One option from its text, with the grammar of every front end (circlerope/options.h):
  * theta ("1e6"), rotary_dim ("128"), layout ("chunked", "interleaved", "single"),
  * sections ("16,24,24"). On error the config is unchanged. */

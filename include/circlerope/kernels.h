@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "circlerope/age.h"
+#include "circlerope/cpu_path.h"
 #include "circlerope/error.h"
 #include "circlerope/rotary.h"
 
@@ -43,43 +44,30 @@ inline constexpr int kMaxTargets = 64;
 enum class DType { float32, bfloat16, float16 };
 enum class Pairing { neox, gptj };
 enum class Direction { forward, backward };
-// Code paths, one template algorithm (src/cpu/kernel_impl.h) over per-ISA vector primitives
-// (src/cpu/simd.h), each compiled with its own flags and chosen at run time:
-//   portable    baseline ISA, 8-lane vectors for fp32 (any CPU)
-//   avx2        AVX2 + FMA + F16C, the 16-lane algorithm on two 256-bit halves
-//   avx512      AVX-512 F + BW + VL: the same algorithm in 512-bit registers, masked tails
-//   avx512bf16  avx512 with bf16 outputs rounded by VCVTNE2PS2BF16 (AVX512_BF16)
-// A path is available when CPUID and XGETBV say the CPU has it and the OS saves its register
-// state, and (for the AVX-512 paths) a known-answer comparison with avx2 passed on this CPU.
-// `automatic` picks avx512bf16, else avx512, else avx2, else portable (every path gives the
-// same bits but portable, which has no FMA). Forcing a path that is not available is an error
-// naming the reason.
-enum class Isa { automatic, portable, avx2, avx512, avx512bf16 };
 enum class Prefetch { automatic, on, off };
 
 std::string_view to_string(DType v);
 std::string_view to_string(Pairing v);
 std::string_view to_string(Direction v);
-std::string_view to_string(Isa v);
 std::string_view to_string(Prefetch v);
 DType parse_dtype(std::string_view text);      // "float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16"
 Pairing parse_pairing(std::string_view text);  // "neox", "gptj"
-Isa parse_isa(std::string_view text);          // "automatic", "portable", "avx2", "avx512", "avx512bf16"
 Prefetch parse_prefetch(std::string_view text);  // "automatic", "on", "off"
 std::size_t dtype_size(DType v);
 
-// Paths this CPU runs, portable first, in the order above (the last is not always what
-// `automatic` picks: see automatic_isa).
+// Code paths (Isa, cpu_path.h): one template algorithm (src/cpu/kernel_impl.h) over per-ISA
+// vector primitives (src/cpu/simd.h), each compiled with its own flags and chosen at run time.
+// The kernels' view of the paths, with their known-answer comparisons. Paths this process
+// runs, portable first, in the order of Isa (the last is what `automatic` picks), and the
+// path `automatic` resolves to; both throw Error when CIRCLEROPE_ISA is unusable.
 std::vector<Isa> available_isas();
-// The path `automatic` resolves to on this CPU.
 Isa automatic_isa();
-// Every path but `automatic`, in the order above, and why it is not available (empty when
-// it is): "not compiled into this build (...)", "this CPU has no AVX-512BW (...)", ...
-struct IsaStatus {
-  Isa isa = Isa::portable;
-  bool available = false;
-  std::string reason;
-};
+// automatic's path and why: "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL and
+// AVX512_BF16 and the known-answer check passed", "forced by CIRCLEROPE_ISA=avx2". Throws
+// Error naming the value and the reason when CIRCLEROPE_ISA is unusable.
+CpuPath cpu_path();
+// Every path but `automatic`, in the order of Isa, and why it is not available (empty when
+// it is). Never throws: the CPU's facts even when CIRCLEROPE_ISA is unusable.
 std::vector<IsaStatus> isa_status();
 
 // A strided view of a [batch, seq, heads, head_dim] tensor. Strides are in elements, any

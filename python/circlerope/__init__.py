@@ -27,7 +27,7 @@ import dataclasses
 import glob
 import numbers
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -42,6 +42,25 @@ __all__ = [
     "decode_position_ids", "RotaryEmbedding", "RotaryAngles", "ptd", "layout_positions",
     "has_cuda_kernels",
 ]
+
+
+class CpuPath(NamedTuple):
+    """The CPU code path of this process (circlerope/cpu_path.h): name is portable, avx2,
+    avx512 or avx512bf16; reason says why, e.g. "forced by CIRCLEROPE_ISA=avx2"."""
+    name: str
+    reason: str
+
+
+def cpu_path() -> CpuPath:
+    """The CPU code path the rotation and the positions run in this process, and why. The
+    environment variable CIRCLEROPE_ISA (portable, avx2, avx512, avx512bf16), read once per
+    process, forces one; a value that is no path, or one this CPU lacks, makes ``import
+    circlerope`` raise ValueError naming the value and the reason."""
+    return CpuPath(*_core.cpu_path())
+
+
+cpu_path()  # an unusable CIRCLEROPE_ISA is a ValueError here, at import, not at first use
+__all__ += ["CpuPath", "cpu_path"]
 
 
 def _load_operators() -> None:

@@ -1,4 +1,4 @@
-"""Regression tests of issues 9 and 19 (hardening), one per item where the item reaches Python.
+"""Regression tests of the hardening rounds (docs/hardening.md), one per finding that reaches Python.
 Each failed before its fix; the ones that crashed the interpreter run in a child process, so that a
 crash fails the test instead of the whole suite."""
 import json
@@ -225,13 +225,13 @@ def _calls():
 def test_every_invalid_argument_raises_value_error():
     """Each argument of each entry point replaced by each garbage value: the call succeeds or
     raises ValueError (never TypeError, AttributeError, RuntimeError, NotImplementedError...),
-    of one short clean line (issue 19: sparse tensors, control bytes, surrogates, a failing
-    __repr__ and 2^40-token views joined the garbage)."""
+    of one short clean line (the garbage includes sparse tensors, control bytes, surrogates, a
+    failing __repr__ and 2^40-token views)."""
     wrong = attack(_calls(), GARBAGE)
     assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"
 
 
-# ======================================================================= issue 19 ===
+# ============================================== sizes, sparse and mkldnn tensors, names ===
 
 MAX_TOKENS = 1 << 24
 HUGE = 1 << 40

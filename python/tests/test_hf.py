@@ -1,4 +1,4 @@
-"""Issue 11: transformers' get_rope_index reproduced in each version's behaviour, the model-side
+"""transformers' get_rope_index reproduced in each version's behaviour, the model-side
 adapter circlerope.hf, and rotation in Hugging Face's terms.
 
 The golden values in tests/data/hf_mrope_positions.json are what transformers itself returned
@@ -365,7 +365,7 @@ def test_apply_multimodal_rotary_pos_emb_is_differentiable_and_checks_sections()
         hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [2, 2, 2])
 
 
-# ------------------------------------------------------------------ issue 19 ---
+# ------------------------------------------------- circlerope.hf refuses garbage ---
 
 HF_GARBAGE = [None, "x", "", 3.5, -1, 16.9, 2 ** 70, True, [], [[]], [["a"]], {}, {"a": 1}, object(), float("nan"),
               torch.tensor([]), torch.zeros(2, 2, 2, 2, 2), torch.zeros(3, dtype=torch.complex64),

@@ -200,7 +200,7 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
     if (scheme < CRP_SCHEME_VANILLA || scheme > CRP_SCHEME_CIRCLE)
       throw Error("crp_rope_index: unknown scheme " + std::to_string(scheme));
     // batch and seq_len bounded each on its own as well as their product: batch 2^62 with
-    // seq_len 0 holds no token, but rope_deltas would have 2^62 entries (issue 9 item 4).
+    // seq_len 0 holds no token, but rope_deltas would have 2^62 entries.
     int64_t total = 0;
     if (in->batch < 0 || in->seq_len < 0 || in->batch > kMaxTokens || in->seq_len > kMaxTokens ||
         __builtin_mul_overflow(in->batch, in->seq_len, &total) || total > kMaxTokens)
@@ -234,8 +234,8 @@ crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t
   return guarded(error, error_size, [&] {
     if (batch < 0 || batch > kMaxTokens || (batch > 0 && !rope_deltas))
       throw Error("crp_decode_positions: rope_deltas is NULL or batch " + std::to_string(batch) + " is out of range");
-    // Checked before anything is computed, and written in place: the whole output used to be
-    // built in a temporary before `out` was looked at (issue 9 item 11).
+    // Checked before anything is computed, and written in place: no temporary of the whole
+    // output is built before `out` is looked at.
     // Sizes the core refuses leave `n` at 0; the core then names them before it looks at `out`.
     int64_t total = 0;
     const bool sized = count >= 0 && !__builtin_mul_overflow(batch, count, &total) && total <= kMaxTokens;

@@ -378,8 +378,8 @@ void validate_call(const RopeIndexInput& input, const VisionConfig& vision, cons
 }
 
 // The shared body of rope_index and rope_index_into; the caller ran validate_call.
-// Two passes, so that nothing is written when the input is invalid (issue 9 item 14; rotate
-// has the same contract): the first splits every row into chunks and runs every check of the
+// Two passes, so that nothing is written when the input is invalid (rotate has the same
+// contract): the first splits every row into chunks and runs every check of the
 // placement without writing; the second writes. Only rows with a vision block keep their
 // chunks between the passes (a text-only row is one run of its unmasked tokens).
 void build(const RopeIndexInput& input, const VisionConfig& vision, const Geometry& geometry,
@@ -582,8 +582,8 @@ size_t checked_decode(std::span<const float> rope_deltas, int64_t first_cache_po
   if (__builtin_mul_overflow(batch, count, &total) || total > kMaxTokens)
     fail("decode positions: batch ", batch, " x count ", count, " is more than ", kMaxTokens,
          " tokens, the limit of one call");
-  // Deltas of rope_index are finite; NaN or inf from elsewhere gave NaN or inf positions
-  // (issue 9 item 8). A finite delta keeps p + delta finite: p <= 2^31 is far below half an
+  // Deltas of rope_index are finite; NaN or inf from elsewhere would give NaN or inf
+  // positions, so they are refused. A finite delta keeps p + delta finite: p <= 2^31 is far below half an
   // ulp of FLT_MAX.
   for (int64_t b = 0; b < batch && count > 0; ++b)
     if (!std::isfinite(rope_deltas[static_cast<size_t>(b)]))

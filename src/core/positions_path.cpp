@@ -1,33 +1,24 @@
-// Chooses the positions' loops (positions_simd.h): once per process from CPUID and XGETBV,
-// or as a test or benchmark forces them.
+// Chooses the positions' loops (positions_simd.h): the process's one path (cpu_probe.h), or
+// one a test or benchmark forces.
 #include <atomic>
 
+#include "circlerope/detail/cpu_probe.h"
 #include "circlerope/detail/fail.h"
-#include "circlerope/detail/cpu_features.h"
+#include "circlerope/detail/positions_path.h"
 #include "positions_simd.h"
 
 namespace circlerope::detail {
 
 namespace {
 
-std::atomic<PositionsPath> forced{PositionsPath::automatic};
+std::atomic<Isa> forced{Isa::automatic};
 
-struct Probe {
-  bool avx2 = false, avx512 = false;
-};
-
-const Probe& probe() {
-  static const Probe p = [] {
-    Probe out;
-#if defined(CIRCLEROPE_HAVE_X86_POSITIONS)
-    const CpuFeatures f = detect_cpu_features();
-    out.avx2 = f.avx2;
-    out.avx512 = f.avx512;
-#endif
-    return out;
-  }();
+const CpuPaths& paths() {
+  static const CpuPaths p = decide_cpu_paths(cpu_probe());
   return p;
 }
+
+Isa loops_of(Isa isa) { return isa == Isa::avx512bf16 ? Isa::avx512 : isa; }
 
 // The reference loops, one element at a time (the ring: circle_ring).
 std::int64_t scan_scalar(const std::int64_t* ids, std::int64_t from, std::int64_t n,
@@ -52,41 +43,31 @@ const PositionsKernels kScalar = {nullptr, &scan_scalar, &run_end_scalar, &place
 
 }  // namespace
 
-const char* to_string(PositionsPath path) {
-  switch (path) {
-    case PositionsPath::automatic: return "automatic";
-    case PositionsPath::scalar: return "scalar";
-    case PositionsPath::avx2: return "avx2";
-    case PositionsPath::avx512: return "avx512";
-  }
-  return "?";
+bool positions_path_available(Isa path) {
+  return path == Isa::automatic || paths().of(path).available;
 }
 
-bool positions_path_available(PositionsPath path) {
-  switch (path) {
-    case PositionsPath::avx2: return probe().avx2;
-    case PositionsPath::avx512: return probe().avx512;
-    default: return true;
-  }
-}
-
-void set_positions_path(PositionsPath path) {
-  if (!positions_path_available(path))
-    fail("positions path '", to_string(path), "' is not available on this CPU");
+void set_positions_path(Isa path) {
+  // A path that is not available, or an unusable CIRCLEROPE_ISA, throws here; automatic is
+  // checked when it is used.
+  if (path != Isa::automatic) paths().resolve(path);
   forced.store(path, std::memory_order_relaxed);
 }
 
-PositionsPath positions_path() {
-  const PositionsPath f = forced.load(std::memory_order_relaxed);
-  if (f != PositionsPath::automatic) return f;
-  return probe().avx512 ? PositionsPath::avx512 : probe().avx2 ? PositionsPath::avx2 : PositionsPath::scalar;
+Isa positions_path() { return loops_of(paths().resolve(forced.load(std::memory_order_relaxed))); }
+
+CpuPath positions_cpu_path() {
+  CpuPath p = paths().automatic;
+  p.isa = loops_of(paths().resolve(Isa::automatic));
+  if (p.isa != paths().automatic.isa) p.reason += " (the positions run avx512's loops)";
+  return p;
 }
 
 const PositionsKernels& positions_kernels() {
   switch (positions_path()) {
 #if defined(CIRCLEROPE_HAVE_X86_POSITIONS)
-    case PositionsPath::avx2: return kPositionsAvx2;
-    case PositionsPath::avx512: {
+    case Isa::avx2: return kPositionsAvx2;
+    case Isa::avx512: {
       static const PositionsKernels avx512 = {&ring_avx512, kPositionsAvx2.scan, kPositionsAvx2.run_end,
                                               kPositionsAvx2.place_cells, kPositionsAvx2.place_text};
       return avx512;

@@ -20,8 +20,6 @@
 
 #include <cstdint>
 
-#include "circlerope/detail/positions_path.h"
-
 namespace circlerope::detail {
 
 // One frame's ring before the move_to_positive shift: raster order, hm * wm cells.
@@ -61,6 +59,6 @@ void ring_avx512(RingJob& job);
 extern const PositionsKernels kPositionsAvx2;  // ring, scan and placement in AVX2
 #endif
 
-const PositionsKernels& positions_kernels();  // of positions_path()
+const PositionsKernels& positions_kernels();  // of positions_path() (detail/positions_path.h)
 
 }  // namespace circlerope::detail

@@ -1,8 +1,9 @@
 // Internal: the vector ring kernel, one template over the lane count N of GCC/clang vector
-// extensions of doubles; ring_avx2.cpp instantiates N = 4, ring_avx512.cpp N = 8, each
-// compiled with its ISA's flags and -ffp-contract=fast (the same fused operations in every
-// lane, so both give the same bits: the emulator test checks that). Free of the standard
-// library and libm so that the freestanding emulator test runs it too.
+// extensions of doubles; positions_avx2.cpp instantiates N = 4 (ring_avx2) and
+// positions_avx512.cpp N = 8 (ring_avx512), each compiled with its ISA's flags and
+// -ffp-contract=fast (the same fused operations in every lane, so both give the same bits:
+// the emulator test checks that). Free of the standard library and libm so that the
+// freestanding emulator test runs it too.
 //
 // Per cell, as circle_ring does it (SPEC 3 steps 1-6): x' = q - cx, y' = r - cy,
 // theta_s = atan2(y', x'); theta_SA = (theta_s - min) 2pi / (max - min) when max > min;

@@ -84,6 +84,15 @@ crp_status crp_isa_available(int isa, int* available, char* error, size_t error_
   });
 }
 
+crp_status crp_cpu_path(int* isa, char* reason, size_t reason_size, char* error, size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (!isa) fail("crp_cpu_path: isa is NULL");
+    const CpuPath chosen = cpu_path();
+    *isa = static_cast<int>(chosen.isa);
+    detail::write_error(reason, reason_size, chosen.reason.c_str());
+  });
+}
+
 crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
                                  char* error, size_t error_size) {
   return guarded(error, error_size, [&] {

@@ -7,14 +7,14 @@
 #include <ostream>
 #include <string>
 
-#include "circlerope/detail/cpu_features.h"
+#include "circlerope/detail/cpu_probe.h"
 #include "check.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/kernels.h"
 #include "kernel.h"
 #include "overlap.h"
 #include "parallel.h"
-#include "self_test.h"
+#include "known_answer.h"
 
 namespace circlerope {
 
@@ -33,17 +33,6 @@ std::string_view to_string(Pairing v) { return v == Pairing::neox ? "neox" : "gp
 
 std::string_view to_string(Direction v) {
   return v == Direction::forward ? "forward" : "backward";
-}
-
-std::string_view to_string(Isa v) {
-  switch (v) {
-    case Isa::automatic: return "automatic";
-    case Isa::portable: return "portable";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-    case Isa::avx512bf16: return "avx512bf16";
-  }
-  return "?";
 }
 
 std::string_view to_string(Prefetch v) {
@@ -68,12 +57,6 @@ Pairing parse_pairing(std::string_view text) {
   fail("unknown pairing ", detail::quoted(text), " (expected neox or gptj)");
 }
 
-Isa parse_isa(std::string_view text) {
-  for (Isa isa : {Isa::automatic, Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16})
-    if (text == to_string(isa)) return isa;
-  fail("unknown code path ", detail::quoted(text), " (expected automatic, portable, avx2, avx512 or avx512bf16)");
-}
-
 Prefetch parse_prefetch(std::string_view text) {
   for (Prefetch p : {Prefetch::automatic, Prefetch::on, Prefetch::off})
     if (text == to_string(p)) return p;
@@ -84,77 +67,31 @@ std::size_t dtype_size(DType v) { return v == DType::float32 ? 4 : 2; }
 
 namespace {
 
-constexpr Isa kPaths[] = {Isa::portable, Isa::avx2, Isa::avx512, Isa::avx512bf16};
-
-// What this CPU and build offer, decided once per process: CPUID and XGETBV, then for the
-// AVX-512 paths the known-answer comparison with avx2 (self_test.h), so that they never touch
-// user data on a CPU where they disagree with avx2 (they have run on real hardware on one CPU
-// model, an AMD Zen 4; docs/simd.md).
-struct PathTable {
-  bool available[std::size(kPaths)] = {};
-  std::string reason[std::size(kPaths)];
-  Isa automatic = Isa::portable;
-};
-
-std::size_t index_of(Isa isa) {
-  for (std::size_t i = 0; i < std::size(kPaths); ++i)
-    if (kPaths[i] == isa) return i;
-  return 0;
-}
-
-PathTable probe_paths() {
-  PathTable t;
-  t.available[index_of(Isa::portable)] = true;
+// The kernels' view of the process's one path choice (detail/cpu_probe.h): the same probe
+// and CIRCLEROPE_ISA, plus the known-answer comparison of each AVX-512 path with avx2
+// (known_answer.h), so that they never touch user data on a CPU where they disagree with avx2
+// (they have run on real hardware on one CPU model, an AMD Zen 4; docs/simd.md). avx512bf16
+// is avx512 with the hardware's bf16 rounding: the same bits, and bf16 rows 1.2-1.4x faster
+// where the arithmetic bounds them (AMD Zen 4, docs/simd.md), so automatic prefers it.
+bool known_answer(Isa isa) {
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
-  const detail::CpuFeatures cpu = detail::detect_cpu_features();
-  auto set = [&](Isa isa, bool ok, const char* missing) {
-    t.available[index_of(isa)] = ok;
-    if (!ok) t.reason[index_of(isa)] = std::string("this CPU or OS lacks it: ") + missing;
-  };
-  set(Isa::avx2, cpu.avx2, cpu.avx2_missing);
-  set(Isa::avx512, cpu.avx512, cpu.avx512_missing);
-  set(Isa::avx512bf16, cpu.avx512_bf16, cpu.avx512_bf16_missing);
-  struct Checked {
-    Isa isa;
-    cpu::RangeKernel (*range)();
-    cpu::TableKernel (*table)();
-  };
-  const Checked checked[] = {{Isa::avx512, &cpu::range_kernel_avx512, &cpu::table_kernel_avx512},
-                             {Isa::avx512bf16, &cpu::range_kernel_avx512bf16, &cpu::table_kernel_avx512bf16}};
-  for (const auto& [isa, range, table] : checked)
-    if (t.available[index_of(isa)] && !(cpu::kernels_agree(range(), cpu::range_kernel_avx2()) &&
-                                        cpu::tables_agree(table(), cpu::table_kernel_avx2()))) {
-      t.available[index_of(isa)] = false;
-      t.reason[index_of(isa)] = "its known-answer comparison with avx2 failed on this CPU";
-    }
-  // avx512bf16 is avx512 with the hardware's bf16 rounding: the same bits, and bf16 rows
-  // 1.2-1.4x faster where the arithmetic bounds them (AMD Zen 4, docs/simd.md).
-  t.automatic = t.available[index_of(Isa::avx512bf16)] ? Isa::avx512bf16
-                : t.available[index_of(Isa::avx512)]   ? Isa::avx512
-                : t.available[index_of(Isa::avx2)]     ? Isa::avx2
-                                                       : Isa::portable;
-#else
-  for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512bf16})
-    t.reason[index_of(isa)] = "not compiled into this build (x86-64 only)";
-#include "check.h"
+  if (isa == Isa::avx512)
+    return cpu::kernels_agree(cpu::range_kernel_avx512(), cpu::range_kernel_avx2()) &&
+           cpu::tables_agree(cpu::table_kernel_avx512(), cpu::table_kernel_avx2());
+  if (isa == Isa::avx512bf16)
+    return cpu::kernels_agree(cpu::range_kernel_avx512bf16(), cpu::range_kernel_avx2()) &&
+           cpu::tables_agree(cpu::table_kernel_avx512bf16(), cpu::table_kernel_avx2());
 #endif
-  return t;
+  return isa == Isa::portable || isa == Isa::avx2;
 }
 
-// Asked on every rotate call (once per layer when decoding): probed once, then a lookup.
-const PathTable& paths() {
-  static const PathTable table = probe_paths();
+// Asked on every rotate call (once per layer when decoding): decided once, then a lookup.
+const detail::CpuPaths& paths() {
+  static const detail::CpuPaths table = detail::decide_cpu_paths(detail::cpu_probe(), &known_answer);
   return table;
 }
 
-Isa resolve_isa(Isa isa) {
-  const PathTable& t = paths();
-  if (isa == Isa::automatic) return t.automatic;
-  const std::size_t i = index_of(isa);
-  if (!t.available[i])
-    fail("code path '", to_string(isa), "' is not available: ", t.reason[i]);
-  return isa;
-}
+Isa resolve_isa(Isa isa) { return paths().resolve(isa); }
 
 std::string shape_text(const std::array<std::int64_t, 4>& v) {
   std::string s = "[";
@@ -268,20 +205,21 @@ TableKernel table_kernel(Isa isa) {
 }  // namespace cpu
 
 std::vector<Isa> available_isas() {
+  paths().resolve(Isa::automatic);  // throws for an unusable CIRCLEROPE_ISA
   std::vector<Isa> out;
-  for (std::size_t i = 0; i < std::size(kPaths); ++i)
-    if (paths().available[i]) out.push_back(kPaths[i]);
+  for (const IsaStatus& s : paths().status)
+    if (s.available) out.push_back(s.isa);
   return out;
 }
 
-Isa automatic_isa() { return paths().automatic; }
+Isa automatic_isa() { return paths().resolve(Isa::automatic); }
 
-std::vector<IsaStatus> isa_status() {
-  std::vector<IsaStatus> out;
-  for (std::size_t i = 0; i < std::size(kPaths); ++i)
-    out.push_back({kPaths[i], paths().available[i], paths().reason[i]});
-  return out;
+CpuPath cpu_path() {
+  paths().resolve(Isa::automatic);
+  return paths().automatic;
 }
+
+std::vector<IsaStatus> isa_status() { return {paths().status.begin(), paths().status.end()}; }
 
 HeadTensor bshd(void* data, DType dtype, std::int64_t batch, std::int64_t seq,
                 std::int64_t heads, std::int64_t head_dim) {

@@ -11,10 +11,10 @@
 // Two promises make the host run equal the device run bit for bit:
 //  - float arithmetic goes through mul_rn / add_rn / sub_rn (__fmul_rn etc. on the device),
 //    which nvcc never fuses into FMAs, and the host test compiles with -ffp-contract=off;
-//  - storage conversions are integer code (no __float2bfloat16 intrinsics), the same
-//    round-to-nearest-even and NaN rule as src/cpu/convert.h (tested pattern for pattern):
-//    every NaN is stored as the canonical quiet NaN, fp32 0x7FC00000, bf16 0x7FC0, fp16
-//    0x7E00 (the device's arithmetic returns its own NaN 0x7FFFFFFF, which this replaces).
+//  - storage conversions are the CPU's own integer code (circlerope/detail/convert.h, no
+//    __float2bfloat16 intrinsics): round to nearest even, and every NaN stored as the
+//    canonical quiet NaN, fp32 0x7FC00000, bf16 0x7FC0, fp16 0x7E00 (the device's
+//    arithmetic returns its own NaN 0x7FFFFFFF, which this replaces).
 // nvcc's default -ftz=false keeps fp32 subnormals, as the host does.
 //
 // Work items of a rotate launch (up to kMaxLaunchTargets targets, one dtype, one pairing):
@@ -36,6 +36,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "circlerope/detail/convert.h"
 #include "circlerope/detail/frequency_axis.h"
 
 #if defined(__CUDACC__)
@@ -74,71 +75,16 @@ CRP_HD float sub_rn(float a, float b) {
 #endif
 }
 
-CRP_HD std::uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
+// ---- bf16 / fp16 storage: the conversions of circlerope/detail/convert.h, host and device ----
 
-CRP_HD float bits_float(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
-// ---- bf16 / fp16 storage: src/cpu/convert.h's rounding, host and device ---------------------
-
-CRP_HD bool is_nan_bits(std::uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
-
-CRP_HD float quiet_nan(float f) { return is_nan_bits(float_bits(f)) ? bits_float(0x7FC00000u) : f; }
-
-CRP_HD float bf16_to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
-
-CRP_HD std::uint16_t float_to_bf16(float f) {
-  const std::uint32_t u = float_bits(f);
-  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // nearest, ties even
-  return static_cast<std::uint16_t>(is_nan_bits(u) ? 0x7FC0u : rounded);  // the canonical NaN
-}
-
-CRP_HD float f16_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t magnitude = h & 0x7FFFu;
-  if (magnitude >= 0x7C00u)  // inf or NaN
-    return bits_float(sign | 0x7F800000u | ((magnitude & 0x03FFu) << 13));
-  if (magnitude >= 0x0400u)  // normal: rebias the exponent from 15 to 127
-    return bits_float(sign | ((magnitude << 13) + ((127u - 15u) << 23)));
-  // zero or subnormal: magnitude * 2^-24, exact in float
-  const float value = mul_rn(static_cast<float>(magnitude), 0x1p-24f);
-  return bits_float(sign | float_bits(value));
-}
-
-CRP_HD std::uint16_t float_to_f16(float f) {
-  const std::uint32_t u = float_bits(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const std::uint32_t a = u & 0x7FFFFFFFu;
-  std::uint32_t out;
-  if (a > 0x7F800000u) {
-    return 0x7E00u;  // the canonical NaN, sign clear
-  } else if (a >= 0x477FF000u) {
-    out = 0x7C00u;  // rounds to 65536 or more: infinity
-  } else if (a < 0x38800000u) {
-    // below fp16's smallest normal: adding 0.5 leaves the subnormal mantissa, rounded to
-    // nearest even by the float addition, in the low bits
-    out = float_bits(add_rn(bits_float(a), 0.5f)) - float_bits(0.5f);
-  } else {
-    const std::uint32_t odd = (a >> 13) & 1u;
-    out = (a + 0x0FFFu + odd - ((127u - 15u) << 23)) >> 13;
-  }
-  return static_cast<std::uint16_t>(sign | out);
-}
+using detail::bf16_to_float;
+using detail::bits_float;
+using detail::f16_to_float;
+using detail::float_bits;
+using detail::float_to_bf16;
+using detail::float_to_f16;
+using detail::is_nan_bits;
+using detail::quiet_nan;
 
 // Storage types; kDType is DType's value.
 struct F32 {

@@ -322,7 +322,7 @@ bool guard_intact(const Buffer& buf, const std::vector<unsigned char>& before) {
 
 }  // namespace
 
-std::string CheckResult::describe() const {
+std::string ComparisonResult::describe() const {
   std::ostringstream o;
   o << (c.backend ? std::string_view(c.backend) : to_string(c.isa)) << ' ' << to_string(c.dtype)
     << ' ' << to_string(c.pairing) << ' '
@@ -336,19 +336,19 @@ std::string CheckResult::describe() const {
 
 Rotator cpu_rotator() {
   return [](const RotaryConfig& config, const float* positions, std::int64_t batch,
-            std::int64_t seq, std::span<const CheckTarget> targets, const RotaryParams& params) {
+            std::int64_t seq, std::span<const ComparisonTarget> targets, const RotaryParams& params) {
     const RotaryTable table = make_rotary_table(config, positions, batch, seq, 0, params.isa);
     std::vector<RotaryTarget> views;
-    for (const CheckTarget& t : targets) views.push_back(t.view);
+    for (const ComparisonTarget& t : targets) views.push_back(t.view);
     rotate(table, views, params);
   };
 }
 
-CheckResult check_case(const CheckCase& c, std::uint64_t seed) {
-  return check_case(c, seed, cpu_rotator());
+ComparisonResult compare_case(const ComparisonCase& c, std::uint64_t seed) {
+  return compare_case(c, seed, cpu_rotator());
 }
 
-CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& rotator) {
+ComparisonResult compare_case(const ComparisonCase& c, std::uint64_t seed, const Rotator& rotator) {
   std::mt19937_64 rng(seed);
   RotaryConfig config;
   config.theta = std::array<double, 3>{1e4, 1e6, 5e5}[rng() % 3];
@@ -364,7 +364,7 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& ro
   std::uniform_real_distribution<float> pos(-64.0f, 4096.0f);
   for (float& p : positions) p = pos(rng);
 
-  CheckResult result{c, 0, tolerance(c.dtype), true};
+  ComparisonResult result{c, 0, tolerance(c.dtype), true};
   std::vector<Buffer> inputs, outputs;
   std::vector<std::vector<unsigned char>> before;
   for (std::int64_t heads : {c.q_heads, c.k_heads}) {
@@ -381,7 +381,7 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& ro
     inputs.push_back(std::move(in));
     outputs.push_back(std::move(out));
   }
-  std::vector<CheckTarget> targets;
+  std::vector<ComparisonTarget> targets;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     Buffer& in = c.in_place ? outputs[i] : inputs[i];
     targets.push_back({{in.view, outputs[i].view}, in.bytes, outputs[i].bytes});
@@ -401,8 +401,8 @@ CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& ro
   return result;
 }
 
-std::vector<CheckCase> check_cases(std::uint64_t seed, int rounds, std::span<const Isa> isas) {
-  std::vector<CheckCase> cases;
+std::vector<ComparisonCase> comparison_cases(std::uint64_t seed, int rounds, std::span<const Isa> isas) {
+  std::vector<ComparisonCase> cases;
   std::mt19937_64 rng(seed);
   for (Isa isa : isas)
     for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
@@ -413,7 +413,7 @@ std::vector<CheckCase> check_cases(std::uint64_t seed, int rounds, std::span<con
             for (Direction direction : {Direction::forward, Direction::backward})
               for (bool in_place : {false, true})
                 for (int r = 0; r < rounds; ++r) {
-                  CheckCase c{isa, dtype, pairing, layout, memory, direction, in_place};
+                  ComparisonCase c{isa, dtype, pairing, layout, memory, direction, in_place};
                   c.head_dim = 2 + 2 * static_cast<std::int64_t>(rng() % 128);  // 2..256
                   c.rotary_dim = rng() % 2 ? static_cast<int>(c.head_dim)
                                            : 2 + 2 * static_cast<int>(rng() % static_cast<std::uint64_t>(c.head_dim / 2));
@@ -428,13 +428,13 @@ std::vector<CheckCase> check_cases(std::uint64_t seed, int rounds, std::span<con
   return cases;
 }
 
-std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
+std::vector<ComparisonResult> compare_every_path(std::uint64_t seed, int rounds,
                                    const std::function<void(int, int)>& progress) {
-  const std::vector<CheckCase> cases = check_cases(seed, rounds, available_isas());
-  std::vector<CheckResult> results;
+  const std::vector<ComparisonCase> cases = comparison_cases(seed, rounds, available_isas());
+  std::vector<ComparisonResult> results;
   results.reserve(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    results.push_back(check_case(cases[i], seed + 0x9E3779B97F4A7C15ull * (i + 1)));
+    results.push_back(compare_case(cases[i], seed + 0x9E3779B97F4A7C15ull * (i + 1)));
     if (progress) progress(static_cast<int>(i + 1), static_cast<int>(cases.size()));
   }
   return results;

@@ -86,8 +86,11 @@ std::vector<double> rotate_in_storage_precision(const RotaryConfig& config,
                                                 const float* position_ids, const HeadTensor& x,
                                                 Pairing pairing, Direction direction);
 
-// ---- the check run by `circlerope check` and by the tests -------------------------------
-struct CheckCase {
+// ---- the reference comparison: what `circlerope check` and the tests run ----------------
+// (Three things are called a check: the command `circlerope check`; this comparison of every
+// path with the float64 reference, which the command runs; and the dispatcher's known-answer
+// check, src/cpu/known_answer.h, an AVX-512 path against avx2 before it is used.)
+struct ComparisonCase {
   Isa isa = Isa::portable;
   DType dtype = DType::float32;
   Pairing pairing = Pairing::neox;
@@ -100,8 +103,8 @@ struct CheckCase {
   const char* backend = nullptr;  // named in describe() instead of the isa when set ("cuda")
 };
 
-struct CheckResult {
-  CheckCase c;
+struct ComparisonResult {
+  ComparisonCase c;
   double error = 0;      // worst over q and k
   double tolerance = 0;
   bool guard_intact = true;  // memory around the out view untouched
@@ -112,16 +115,16 @@ struct CheckResult {
 // Every available ISA x dtype x pairing x frequency layout x memory layout x direction x
 // in/out of place, `rounds` times, each with fresh random sizes and data from `seed`.
 // `progress(done, total)` is called after each case when given.
-std::vector<CheckResult> run_check(std::uint64_t seed, int rounds,
+std::vector<ComparisonResult> compare_every_path(std::uint64_t seed, int rounds,
                                    const std::function<void(int, int)>& progress = {});
 // One case with data from `seed`.
-CheckResult check_case(const CheckCase& c, std::uint64_t seed);
+ComparisonResult compare_case(const ComparisonCase& c, std::uint64_t seed);
 
 // ---- the same harness for another backend (the CUDA kernels, their CPU emulation) ---------
 // One target of a case: its views, and the whole host buffers behind them (the view plus
 // the guard elements around it), which a device backend copies over and back. In place,
 // both spans are the same buffer.
-struct CheckTarget {
+struct ComparisonTarget {
   RotaryTarget view;
   std::span<unsigned char> in_storage;
   std::span<unsigned char> out_storage;
@@ -130,11 +133,11 @@ struct CheckTarget {
 // target with it; must leave the results in the out buffers.
 using Rotator = std::function<void(const RotaryConfig& config, const float* positions,
                                    std::int64_t batch, std::int64_t seq,
-                                   std::span<const CheckTarget> targets, const RotaryParams& params)>;
+                                   std::span<const ComparisonTarget> targets, const RotaryParams& params)>;
 // The CPU kernels: make_rotary_table and rotate on params.isa.
 Rotator cpu_rotator();
-CheckResult check_case(const CheckCase& c, std::uint64_t seed, const Rotator& rotator);
-// The cases run_check draws (same sizes for the same seed), for the given ISAs.
-std::vector<CheckCase> check_cases(std::uint64_t seed, int rounds, std::span<const Isa> isas);
+ComparisonResult compare_case(const ComparisonCase& c, std::uint64_t seed, const Rotator& rotator);
+// The cases compare_every_path draws (same sizes for the same seed), for the given ISAs.
+std::vector<ComparisonCase> comparison_cases(std::uint64_t seed, int rounds, std::span<const Isa> isas);
 
 }  // namespace circlerope::reference

@@ -2,9 +2,9 @@
 // VL, DQ, CD, ..., but not AVX512_BF16) on bare metal, started by mbr.S and start.S. Prints
 // through Bochs' port 0xE9; the last line is "AVX512-EMULATOR: ALL OK" or "... FAILED".
 //
-//  1. CPU detection (src/core/cpu_features.h) on the emulated CPU, then again with XCR0
+//  1. CPU detection (circlerope/detail/cpu_features.h) on the emulated CPU, then again with XCR0
 //     stripped of the AVX-512 state bits (the OS-support half of the check) and of YMM.
-//  2. The dispatcher's known-answer comparison (src/cpu/self_test.h): avx512 against avx2
+//  2. The dispatcher's known-answer comparison (src/cpu/known_answer.h): avx512 against avx2
 //     must agree, portable (no FMA) against avx2 must not (the comparison can fail).
 //  3. harness.h: random rotate calls, avx512 against avx2 byte for byte, some of them with
 //     views that end right before an unmapped page (a #PF there ends the test: failure).
@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "circlerope/detail/cpu_features.h"
-#include "../../src/cpu/self_test.h"
+#include "../../src/cpu/known_answer.h"
 #include "harness.h"
 
 extern "C" {

@@ -1,30 +1,22 @@
 # ctest driver: install this build into a scratch prefix, then configure, build
 # and run tests/consumer against it with find_package(circlerope).
-foreach(var SOURCE_DIR BINARY_DIR WORK_DIR GENERATOR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "run_consumer_test.cmake needs -D${var}=...")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
+require_variables(SOURCE_DIR BINARY_DIR WORK_DIR GENERATOR)
 file(REMOVE_RECURSE ${WORK_DIR})
-function(run)
-  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGV}\n${out}\n${err}")
-  endif()
-  message(STATUS "${out}")
-endfunction()
 run(${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${WORK_DIR}/prefix)
-# A sanitized circlerope needs the sanitizer runtime in the consumer's link.
-set(flags "")
-if(SANITIZE)
-  set(flags "-fsanitize=address,undefined")
+# Shared libraries carry the ABI version in their file names and sonames (major.minor while
+# 0.x): libcirclerope.so -> libcirclerope.so.0.1 -> libcirclerope.so.0.1.0.
+if(SOVERSION)
+  foreach(lib circlerope circlerope_kernels)
+    file(GLOB_RECURSE found ${WORK_DIR}/prefix/lib${lib}.so.${SOVERSION})
+    if(NOT found)
+      message(FATAL_ERROR "lib${lib}.so.${SOVERSION} was not installed")
+    endif()
+  endforeach()
 endif()
-set(compiler "")
-if(CXX_COMPILER)
-  set(compiler "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
-endif()
+consumer_configure_arguments(arguments)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -G ${GENERATOR}
-    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix "-DCMAKE_CXX_FLAGS=${flags}" ${compiler})
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${arguments})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
 

@@ -77,7 +77,7 @@ struct DeviceRun {
 // the device, copies the out buffers back.
 ref::Rotator device_rotator(DeviceRun* run = nullptr) {
   return [run](const RotaryConfig& config, const float* positions, std::int64_t batch,
-               std::int64_t seq, std::span<const ref::CheckTarget> targets,
+               std::int64_t seq, std::span<const ref::ComparisonTarget> targets,
                const RotaryParams& params) {
     const std::int64_t tokens = batch * seq;
     DeviceBuffer pos(static_cast<std::size_t>(3 * tokens) * sizeof(float));
@@ -87,7 +87,7 @@ ref::Rotator device_rotator(DeviceRun* run = nullptr) {
     cuda::make_rotary_table_into(config, pos.as<float>(), batch, seq, {table.as<float>(), n});
     std::vector<std::unique_ptr<DeviceBuffer>> buffers;
     std::vector<RotaryTarget> views;
-    for (const ref::CheckTarget& t : targets) {
+    for (const ref::ComparisonTarget& t : targets) {
       auto rebase = [](HeadTensor v, std::span<unsigned char> host, const DeviceBuffer& dev) {
         v.data = dev.as<unsigned char>() + (static_cast<unsigned char*>(v.data) - host.data());
         return v;
@@ -257,11 +257,11 @@ TEST(CudaDevice, EveryHarnessCaseMatchesTheFloat64Reference) {
   DeviceRun run;
   int cases = 0;
   for (std::uint64_t seed : {20261129ull, 4242ull}) {
-    const auto all = ref::check_cases(seed, 1, isas);
+    const auto all = ref::comparison_cases(seed, 1, isas);
     for (std::size_t i = 0; i < all.size(); ++i) {
-      ref::CheckCase c = all[i];
+      ref::ComparisonCase c = all[i];
       c.backend = "cuda";
-      const ref::CheckResult r = ref::check_case(c, seed + 0x9E3779B97F4A7C15ull * (i + 1), device_rotator(&run));
+      const ref::ComparisonResult r = ref::compare_case(c, seed + 0x9E3779B97F4A7C15ull * (i + 1), device_rotator(&run));
       EXPECT_TRUE(r.pass()) << r.describe();
       ++cases;
     }
@@ -336,11 +336,11 @@ TEST(CudaDevice, NonFinitePositionsGiveNaNEntriesForTheirTokenOnly) {
 TEST(CudaDevice, KernelsEqualTheirCpuEmulationBitForBit) {
   REQUIRE_DEVICE();
   const std::array<Isa, 1> isas = {Isa::automatic};
-  const auto all = ref::check_cases(777, 1, isas);
+  const auto all = ref::comparison_cases(777, 1, isas);
   int compared = 0;
   for (std::size_t i = 0; i < all.size(); i += 3) {
-    const ref::CheckCase& c = all[i];
-    SCOPED_TRACE(ref::CheckResult{c}.describe());
+    const ref::ComparisonCase& c = all[i];
+    SCOPED_TRACE(ref::ComparisonResult{c}.describe());
     // Data as the harness draws it is not needed: any data works, so use a simple case.
     std::mt19937_64 rng(i);
     const std::int64_t H = c.q_heads, D = c.head_dim;
@@ -544,16 +544,16 @@ TEST(CudaDevice, StreamsManagedAndMappedMemory) {
 TEST(CudaSanitizer, EveryKernelOnTinyShapes) {
   REQUIRE_DEVICE();
   const std::array<Isa, 1> isas = {Isa::automatic};
-  const auto all = ref::check_cases(31337, 1, isas);
+  const auto all = ref::comparison_cases(31337, 1, isas);
   int ran = 0;
   for (std::size_t i = 0; i < all.size(); ++i) {
-    ref::CheckCase c = all[i];
+    ref::ComparisonCase c = all[i];
     if (i % 4 != 0) continue;  // a quarter of the matrix keeps it short under the sanitizer
     c.backend = "cuda";
     c.seq = std::min<std::int64_t>(c.seq, 5);
     c.head_dim = std::min<std::int64_t>(c.head_dim, 40);
     c.rotary_dim = std::min<int>(c.rotary_dim, static_cast<int>(c.head_dim));
-    const ref::CheckResult r = ref::check_case(c, 100 + i, device_rotator());
+    const ref::ComparisonResult r = ref::compare_case(c, 100 + i, device_rotator());
     EXPECT_TRUE(r.pass()) << r.describe();
     ++ran;
   }

@@ -242,8 +242,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int& s : config.sections) s = pick_int(in, {0, 1, -1, 16, 24, 2147483647, 33});
   }
   const bool table_config_null = in.ConsumeIntegralInRange<int>(0, 63) == 0;
-  // (issue 9 item 5: sections summed in int overflowed and wrapped into a "valid" sum; the
-  // oracle's config_valid sums in 64 bits)
+  // (sections summed in int would overflow and wrap into a "valid" sum; the oracle's
+  // config_valid sums in 64 bits)
   const bool valid_config = !table_config_null && config_valid(config);
 
   const int64_t batch = in.ConsumeIntegralInRange<int64_t>(-1, 2);
@@ -258,8 +258,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool positions_null = in.ConsumeIntegralInRange<int>(0, 31) == 0;
   const int table_threads = pick_int(in, {0, 1, 2, 1, -1});
 
-  // Thread counts above CRP_MAX_THREADS are refused (issue 9 item 3; pick_int gives any int
-  // now and then).
+  // Thread counts above CRP_MAX_THREADS are refused (pick_int gives any int now and then).
   bool table_must_fail = !valid_config || batch < 0 || seq < 0 || table_threads < 0 ||
                          table_threads > CRP_MAX_THREADS || (tokens > 0 && positions_null);
   std::vector<int> axes;
@@ -510,7 +509,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(!must_fail, "crp_rotate accepted an invalid call (%s)",
-             outs_share ? "outputs of two targets overlap (issue 9 item 6)"
+             outs_share ? "outputs of two targets overlap"
              : out_over_other_in  ? "an output overlaps another target's input (F3)"
                          : "an output overlaps its own input without being the same view, or itself");
 

@@ -3,8 +3,8 @@
 // doubles, short and absent error buffers.
 //
 // The harness owns every buffer, so it only claims sizes it allocated (batch <= 4,
-// seq_len <= 24): it cannot pass a batch of 2^62 honestly, which is why issue 9 item 4 is
-// not reached here. Oracle: positions_oracle.h decides validity and the positions; outputs
+// seq_len <= 24): it cannot pass a batch of 2^62 honestly, so the batch x seq_len limit with
+// seq_len 0 is not reached here. Oracle: positions_oracle.h decides validity and the positions; outputs
 // are pre-filled with a sentinel so that an unwritten value shows; the error message is
 // checked for NUL termination, one line, and no write past error_size.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -222,10 +222,10 @@ void fuzz_rope_index(FuzzedDataProvider& in) {
   fuzz::count(status == CRP_OK ? "rope_index accepted" : "rope_index refused");
   if (status != CRP_OK) {
     FUZZ_CHECK(may_fail, "crp_rope_index refused a valid call: %s", error.text());
-    // issue 9 item 14: nothing is written when it fails
+    // nothing is written when it fails
     FUZZ_CHECK(fuzz::all_bytes(position_ids.data(), position_ids.size() * sizeof(float), kSentinel) &&
                      fuzz::all_bytes(deltas.data(), deltas.size() * sizeof(float), kSentinel),
-                 "crp_rope_index failed after writing into its outputs (issue 9 item 14)");
+                 "crp_rope_index failed after writing into its outputs");
     return;
   }
   FUZZ_CHECK(problem.empty(), "crp_rope_index accepted an invalid call (%s)", problem.c_str());
@@ -250,8 +250,8 @@ void fuzz_decode(FuzzedDataProvider& in) {
 
   bool deltas_finite = true;
   for (float d : deltas) deltas_finite = deltas_finite && std::isfinite(d);
-  // (issue 9 item 11: the output was built in a temporary before `out` was checked, so a NULL
-  // out with a huge count allocated gigabytes first; -rss_limit_mb catches a relapse)
+  // (`out` is checked before anything is computed: a NULL out with a huge count must not
+  // allocate gigabytes first; -rss_limit_mb catches it if it does)
 
   if (std::getenv("CIRCLEROPE_FUZZ_VERBOSE")) {  // triage: the call, and its message in full
     std::fprintf(stderr, "decode: batch %lld first %lld count %lld deltas %s out %s error_size %zu%s\n",
@@ -278,7 +278,7 @@ void fuzz_decode(FuzzedDataProvider& in) {
   else if (!empty && out_null) problem = "NULL out";
   // A call that computes nothing (count 0) need not look at the deltas (the library reads
   // them only when count > 0, as it reads `out` only when there is something to write).
-  else if (!deltas_finite && count > 0) problem = "non-finite rope delta (issue 9 item 8)";
+  else if (!deltas_finite && count > 0) problem = "non-finite rope delta";
   // Cache positions beyond 2^31 have no exact float32 value: refusing them is allowed. So is
   // a count above CRP_MAX_TOKENS even for batch 0 (c_api.h: batch and count each, and their
   // product).

@@ -3,7 +3,7 @@
 //
 // Oracle (positions_oracle.h, written from the SPEC): the request is valid exactly when the
 // oracle's split says so; valid positions match SPEC 1-3; PTD and the RoPE kernel deviation
-// match SPEC 5 / DESIGN.md; positions_json round-trips. The JSON strictness of issue 9 item 7
+// match SPEC 5 / DESIGN.md; positions_json round-trips. The JSON strictness of the request reader
 // is checked here too (NUL bytes, duplicate keys, integers beyond int64, loose "auto-k").
 #include <cstdint>
 #include <sstream>
@@ -122,10 +122,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   fuzz::count("request parsed");
-  {  // issue 9 item 7: a strict reader refuses these
+  {  // a strict reader refuses these
     const char* kind = "";
     const std::string lenient = lenient_json(text, kind);
-    if (!lenient.empty()) fuzz::finding("request with %s was accepted (issue 9 item 7, %s)", lenient.c_str(), kind);
+    if (!lenient.empty()) fuzz::finding("request with %s was accepted (%s)", lenient.c_str(), kind);
   }
   if (request.batch * request.seq_len > kFuzzMaxTokens) return -1;
 

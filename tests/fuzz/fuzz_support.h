@@ -22,7 +22,7 @@ namespace fuzz {
 // ("F5") and skip it with `if (fuzz::skip_known("F5") && ...)`, so that a long run does not
 // stop at it again and again; save its minimised input under regressions/ and list it in
 // regressions/OPEN (which keeps its ctest entry disabled) until the fix lands. No class is
-// parked today: every finding so far (issue 9's list, F1-F4) is fixed and its skip removed.
+// parked today: every finding so far (README.md's list, F1-F4) is fixed and its skip removed.
 // Skipping off runs every check, which is how the regression inputs run under ctest. The
 // default is the CMake option CIRCLEROPE_FUZZ_SKIP_KNOWN; the environment variable of the
 // same name overrides it at run time: 0 (check everything), 1 (skip every parked class) or a

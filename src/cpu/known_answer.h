@@ -1,5 +1,5 @@
-// Internal: a known-answer comparison of two rotation kernels, run by the dispatcher before it
-// lets an AVX-512 path (executed on real hardware on one CPU model only, an AMD Zen 4) touch
+// Internal: the known-answer check, a comparison of two rotation kernels that the dispatcher
+// runs before it lets an AVX-512 path (executed on real hardware on one CPU model only, an AMD Zen 4) touch
 // user data: the candidate must give the same bits as a trusted kernel (avx2) on a small set of
 // rows that reach every branch of the vector path (the two-vector and one-vector steps, masked
 // tails of both pairings, pass-through, streaming stores at every alignment, in place), with
@@ -7,6 +7,10 @@
 // kind in inputs and table (the NaN rule of convert.h). A few microseconds,
 // once per process. Header-only and allocation-free so that the freestanding emulator test
 // (tests/avx512_emulator) runs this very function under Bochs.
+//
+// Not to be confused with the two other checks: `circlerope check`, the command, and the
+// reference comparison it runs (reference::compare_every_path: every path against the float64
+// reference on random cases).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +20,7 @@
 
 namespace circlerope::cpu {
 
-namespace self_test_detail {
+namespace known_answer_detail {
 
 inline constexpr int kHalf = 61;         // 2 x 16 + 16 + 13 lanes; gptj: 3 x 16 + 13 pairs
 inline constexpr int kHeadDim = 126;     // 4 pass-through elements
@@ -80,12 +84,12 @@ inline float table_value(int token, int i, bool is_sin, std::uint64_t& state) {
   return (r & 1) ? -unit : unit;
 }
 
-}  // namespace self_test_detail
+}  // namespace known_answer_detail
 
 // True when `candidate` writes exactly the bytes `trusted` writes, over every dtype, pairing,
 // direction, in and out of place, with and without streaming stores.
 inline bool kernels_agree(RangeKernel candidate, RangeKernel trusted) {
-  using namespace self_test_detail;
+  using namespace known_answer_detail;
   alignas(64) float table[kTokens * 2 * kHalf];
   alignas(64) unsigned char in[kElements * 4 + 64];
   alignas(64) unsigned char out_a[kElements * 4 + 64];
@@ -153,7 +157,7 @@ inline bool tables_agree(TableKernel candidate, TableKernel trusted) {
   float a[kTableTokens * 2 * kTableHalf], b[kTableTokens * 2 * kTableHalf];
   std::uint64_t state = 0x7AB1E5ull;
   for (float& p : positions)
-    p = static_cast<float>(self_test_detail::next(state) % 400000) * 0.0731f - 64.0f;
+    p = static_cast<float>(known_answer_detail::next(state) % 400000) * 0.0731f - 64.0f;
   for (int i = 0; i < kTableHalf; ++i) {
     axes[i] = i % 3;
     inv_freq[i] = 1.0 / static_cast<double>(1 + i * i * 97);
