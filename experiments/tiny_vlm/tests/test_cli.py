@@ -327,3 +327,22 @@ def test_eval_bad_values_give_one_line(argv, message):
     with redirect_stderr(err):
         code = cli.main(["eval", *argv])
     assert code == 2 and err.getvalue().count("\n") == 1 and message in err.getvalue(), err.getvalue()
+
+
+def test_a_folder_keeps_its_results_as_json_or_gzip(tmp_path):
+    """report.load_results reads results.json, else results.json.gz (docs/experiment/full keeps
+    the gzip), and names the folder when it holds neither."""
+    import gzip
+    import json
+
+    import pytest
+    from tiny_vlm.report import load_results
+
+    doc = {"meta": {"preset": "x"}, "runs": [{"arm": "circle", "loss": [1.5, 0.25]}]}
+    with gzip.open(tmp_path / "results.json.gz", "wt") as f:
+        json.dump(doc, f)
+    assert load_results(str(tmp_path)) == doc
+    (tmp_path / "results.json").write_text(json.dumps({"runs": []}))
+    assert load_results(str(tmp_path)) == {"runs": []}  # the plain file first
+    with pytest.raises(FileNotFoundError, match="neither results.json nor results.json.gz"):
+        load_results(str(tmp_path / "empty"))
