@@ -31,8 +31,6 @@
 # HF_MATRIX_NO_BUILD=1 skips it).
 # Environment: HF_MATRIX_TESTS (default "test_hf_versions.py test_hf_models.py": the compat
 # modes and circlerope.hf.apply), HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x"),
-# HF_MATRIX_MODEL_VERSIONS (the releases on which test_hf_models.py runs, when it is among the
-# tests; default every release given; the others run the remaining files only),
 # HF_MATRIX_CASES (random requests per category, default 12), HF_MATRIX_INSTALL_ONLY=1
 # (install, run nothing), HF_MATRIX_PARALLEL (releases tested at once, default 1; each then
 # runs torch on one thread, CIRCLEROPE_TEST_THREADS=1: the tiny models gain next to nothing
@@ -126,16 +124,11 @@ done
 test_version() {
   local ver="$1" path log rc summary t0=$SECONDS
   if [[ "$ver" == "$venv_transformers" ]]; then path="$build/python"; else path="$root/build/hf/$ver:$build/python"; fi
-  local run=("${tests[@]}")
-  if [[ -n "${HF_MATRIX_MODEL_VERSIONS:-}" && " $HF_MATRIX_MODEL_VERSIONS " != *" $ver "* ]]; then
-    run=()
-    for t in "${tests[@]}"; do [[ "$t" == */test_hf_models.py ]] || run+=("$t"); done
-  fi
   log="$root/build/hf/$ver.log"
   # shellcheck disable=SC2086
   env "${threads_env[@]}" PYTHONPATH="$path" HF_MATRIX_EXPECT_VERSION="$ver" HF_MATRIX_RECORD_DIR="$record" \
     "$python" -m pytest -q -p no:cacheprovider \
-    ${HF_MATRIX_PYTEST_ARGS:-} "${run[@]}" >"$log" 2>&1
+    ${HF_MATRIX_PYTEST_ARGS:-} "${tests[@]}" >"$log" 2>&1
   rc=$?
   summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1 | tr -d '=' | sed 's/^ *//;s/ *$//')"
   summary="${summary:-no summary, rc $rc} ($((SECONDS - t0)) s)"
