@@ -8,7 +8,7 @@
 #include <exception>
 #include <vector>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 int main(int argc, char** argv) {
   using namespace circlerope;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::cli {
 

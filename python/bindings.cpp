@@ -15,7 +15,7 @@
 
 #include "circlerope/age.h"
 #include "circlerope/detail/quote.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"

@@ -12,7 +12,7 @@
 
 #include "test_support.h"
 #include "circlerope/c_kernels.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "golden_support.h"
 #include "message_check.h"
 #include "test_support.h"

@@ -28,7 +28,7 @@
 #include "../src/cpu/convert.h"
 #include "../src/cuda/plan.h"
 #include "../src/cuda/rotary_device.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "rotary_reference.h"
 
 namespace {

@@ -15,7 +15,7 @@
 
 #include "test_support.h"
 #include "circlerope/circle.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "circlerope/positions.h"
 
 namespace {

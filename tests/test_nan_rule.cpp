@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../src/cpu/convert.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "rotary_reference.h"
 
 namespace {

@@ -21,7 +21,7 @@
 #include "test_support.h"
 #include "circlerope/age.h"
 #include "circlerope/detail/quote.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "circlerope/options.h"
 
 namespace {

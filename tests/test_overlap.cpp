@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../src/cpu/overlap.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "circlerope/positions.h"
 
 namespace {

@@ -23,7 +23,7 @@
 #include "circlerope/detail/cpu_probe.h"
 #include "../src/cpu/kernel.h"
 #include "../src/cpu/known_answer.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "rotary_reference.h"
 
 namespace {

@@ -20,7 +20,6 @@
 
 #include "circlerope/positions.h"
 #include "circlerope/ptd.h"
-#include "circlerope/kernels.h"
 #include "circlerope/rotary.h"
 #include "test_support.h"
 

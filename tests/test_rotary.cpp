@@ -22,7 +22,6 @@
 
 #include "../src/cpu/convert.h"
 #include "circlerope/age.h"
-#include "circlerope/kernels.h"
 #include "circlerope/rotary.h"
 #include "rotary_reference.h"
 #include "test_support.h"

@@ -14,9 +14,8 @@
 #include <vector>
 
 #include "circlerope/detail/quote.h"
-#include "circlerope/kernels.h"
-#include "circlerope/options.h"
 #include "circlerope/rotary.h"
+#include "circlerope/options.h"
 
 namespace circlerope::torch_ops {
 

@@ -37,7 +37,7 @@
 #include <sys/mman.h>
 #endif
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "circlerope/positions.h"
 #include "circlerope/options.h"
 #include "op_common.h"

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "circlerope/cuda.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "op_common.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // circlerope — the CPU code path: one choice per process of the vector instructions that the
-// rotary kernels (kernels.h) and the positions' loops (positions.h) run.
+// rotary kernels (rotary.h) and the positions' loops (positions.h) run.
 //
 //   portable    the baseline ISA: the kernels' 8-lane portable vectors (no FMA), the
 //               positions' scalar reference loops (libm ring, one element at a time)

@@ -1,4 +1,4 @@
-// circlerope — the rotary kernels on a CUDA GPU: the same tables and rotation as kernels.h,
+// circlerope — the rotary kernels on a CUDA GPU: the same tables and rotation as rotary.h,
 // on device memory, asynchronously on a stream. Link circlerope::cuda (built when the project
 // is configured with CIRCLEROPE_CUDA=ON, or AUTO and nvcc found). No CUDA header is needed:
 // a stream is passed as void* (a cudaStream_t; nullptr is the legacy default stream).
@@ -30,7 +30,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::cuda {
 
@@ -43,7 +43,7 @@ class CudaError : public std::runtime_error {
 // Devices the CUDA runtime sees; 0 when there is no device or no driver. Never throws.
 int device_count();
 
-// The table of kernels.h (per token D/2 cos then D/2 sin, float32) computed on the current
+// The table of rotary.h (per token D/2 cos then D/2 sin, float32) computed on the current
 // device into `values` (device memory, exactly batch * seq_len * rotary_dim floats) from
 // `position_ids` (device memory, float32 [3][batch][seq_len]). Positions are not read on the
 // host: unlike the CPU function, a non-finite position is not an error here, it gives NaN
@@ -52,7 +52,7 @@ void make_rotary_table_into(const RotaryConfig& config, const float* position_id
                             std::int64_t batch, std::int64_t seq_len, std::span<float> values,
                             void* stream = nullptr);
 
-// kernels.h's rotate() on device memory: the table view and every target point to memory of
+// rotary.h's rotate() on device memory: the table view and every target point to memory of
 // the current device. params.threads is ignored; params.isa must be Isa::automatic (it names
 // CPU code paths). Targets on the 16-byte path (contiguous 16-byte aligned rows) and the rest
 // are launched separately, up to 8 targets per launch.

@@ -17,7 +17,7 @@
 //   alpha, dff_rate  := number in [0, 1]                   (dff_rate also false / true = 1)
 //   move_to_positive := false | "auto" | number            (absent or null: false; 0: no shift)
 //   sections         := integer "," integer "," integer    (t, h, w; each >= 0)
-//   scheme, time, layout := their names (positions.h, rotary.h)
+//   scheme, time, layout := their names (positions.h, rotary_config.h)
 //
 // Typed sources (JSON, Python) give numbers as numbers and names as strings: a string is
 // never read as a number there ({"alpha": "0.5"} is an error). Untyped sources (a flag, a C
@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "circlerope/positions.h"
-#include "circlerope/rotary.h"
+#include "circlerope/rotary_config.h"
 
 namespace circlerope {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "circlerope/positions.h"
-#include "circlerope/rotary.h"
+#include "circlerope/rotary_config.h"
 
 namespace circlerope {
 

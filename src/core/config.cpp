@@ -4,7 +4,7 @@
 #include <string>
 
 #include "circlerope/positions.h"
-#include "circlerope/rotary.h"
+#include "circlerope/rotary_config.h"
 #include "circlerope/detail/fail.h"
 #include "circlerope/detail/frequency_axis.h"
 
@@ -107,7 +107,7 @@ void validate(const VisionConfig& v) {
 }
 
 void validate(const RotaryConfig& r) {
-  // The one check of theta every front end goes through (rotary.h says why this range).
+  // The one check of theta every front end goes through (rotary_config.h says why this range).
   if (!(r.theta >= kMinTheta && r.theta <= kMaxTheta))
     fail("rope_theta must be in [1, 2^126 = 8.507e37] (got ", r.theta,
          "): below 1 the frequencies theta^(-2i/D) exceed 1 and overflow for a tiny theta, above 2^126 the "

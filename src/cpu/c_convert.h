@@ -5,7 +5,7 @@
 
 #include "circlerope/c_kernels.h"
 #include "circlerope/detail/fail.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::detail {
 

@@ -8,7 +8,7 @@
 #include "c_convert.h"
 #include "circlerope/detail/c_guard.h"
 #include "circlerope/detail/fail.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "circlerope/options.h"
 
 struct crp_rotary_table {
@@ -30,14 +30,14 @@ static_assert(static_cast<int>(Isa::automatic) == CRP_ISA_AUTOMATIC && static_ca
 static_assert(CRP_MAX_THREADS == kMaxThreads && CRP_MAX_TARGETS == kMaxTargets,
               "the C header states the kernels' limits");
 
-// Isa values a C caller may pass: automatic .. avx512bf16 (kernels.h; a path added there is
+// Isa values a C caller may pass: automatic .. avx512bf16 (cpu_path.h; a path added there is
 // added here and to crp_isa).
 constexpr int kIsaCount = static_cast<int>(Isa::avx512bf16) + 1;
 
 void rotate_targets(const RotaryTableView& table, const crp_head_tensor* in, const crp_head_tensor* out, int count,
                     const crp_rotate_params* c_params) {
   if (count < 0) fail("count ", count, " is negative");
-  // The cap of rotate() (kernels.h), checked before the count sizes anything here.
+  // The cap of rotate() (rotary.h), checked before the count sizes anything here.
   if (count > kMaxTargets) fail("at most ", kMaxTargets, " targets per call (got ", count, ")");
   if (count > 0 && (!in || !out)) fail("in or out is NULL with count ", count);
   crp_rotate_params p{};

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::detail {
 
@@ -21,7 +21,7 @@ struct CheckedTarget {
   std::size_t index = 0;  // in the caller's list (empty targets are left out)
 };
 
-// The rules of kernels.h for rotate(): the table view's sizes, at most 64 targets, matching
+// The rules of rotary.h for rotate(): the table view's sizes, at most 64 targets, matching
 // dtypes and shapes, sizes against the table, no overlap between in and out unless in place,
 // no out that may write one element twice, no out shared by two targets, non-null data.
 // Returns the non-empty targets in order; throws Error naming the target and the value.

@@ -10,7 +10,7 @@
 #include "circlerope/detail/cpu_probe.h"
 #include "check.h"
 #include "circlerope/detail/fail.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "kernel.h"
 #include "overlap.h"
 #include "parallel.h"

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::cpu {
 

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::cpu {
 

@@ -6,7 +6,7 @@
 #include "check.h"
 #include "circlerope/detail/disjoint.h"
 #include "circlerope/detail/fail.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "kernel.h"
 #include "parallel.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../cpu/check.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "rotary_device.h"
 
 namespace circlerope::gpu {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 
 namespace circlerope::reference {
 

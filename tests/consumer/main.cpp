@@ -4,8 +4,9 @@
 #include <cstdio>
 #include <vector>
 
-#include <circlerope/kernels.h>
+#include <circlerope/kernels.h>  // the rotation's former header name still compiles
 #include <circlerope/positions.h>
+#include <circlerope/rotary.h>
 
 int main() {
   const auto segments = circlerope::parse_layout("text:2,image:2x2,text:1");

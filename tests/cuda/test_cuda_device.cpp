@@ -26,7 +26,7 @@
 #include "../../src/cuda/plan.h"
 #include "../../src/cuda/rotary_device.h"
 #include "circlerope/cuda.h"
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "harness.h"
 #include "rotary_reference.h"
 

@@ -8,7 +8,7 @@
 // so a result is accepted exactly when it is what the fp32 kernel may produce: within 2^-21
 // of |x0| + |x1| of the exact value before that rounding (the table's two float roundings
 // and the fp32 arithmetic stay under 4 * 2^-24). Every byte of the arena that no output
-// element owns must be unchanged, and all of it when a call fails (kernels.h: nothing is
+// element owns must be unchanged, and all of it when a call fails (rotary.h: nothing is
 // written when it throws). Validity is decided from the element sets of the views:
 // overlapping outputs, or an output over another target's input, must be refused.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -112,7 +112,7 @@ struct View {
   }
 };
 
-// The library's documented sufficient test (kernels.h: "may write one element twice").
+// The library's documented sufficient test (rotary.h: "may write one element twice").
 bool strides_safe(const View& v) {
   int order[4] = {0, 1, 2, 3};
   std::sort(order, order + 4, [&](int a, int b) { return v.strides[a] < v.strides[b]; });
@@ -437,7 +437,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             const int64_t ib = a.element(b, s, h, d);
             for (size_t k = 0; k < dtype_bytes(a.dtype); ++k) owners[static_cast<size_t>(ib) + k] |= in_bit;
             const int64_t ob = o.element(b, s, h, d);
-            // The overlap rules are about the out *view* (kernels.h: "outs that share a byte
+            // The overlap rules are about the out *view* (rotary.h: "outs that share a byte
             // with another target's in or out"), pass-through elements of an in-place view
             // included, although in place those are not written (fuzz run of 2026-12-01: the
             // oracle had left them out and called a refused call valid).
@@ -470,7 +470,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (outs_share || out_over_other_in) must_fail = true;
 
   // Data not aligned to its element size (an fp32 view 2 bytes into a buffer) is refused
-  // (kernels.h, c_kernels.h; finding F2, regressions/c_kernels/f2_misaligned_fp32, was read
+  // (rotary.h, c_kernels.h; finding F2, regressions/c_kernels/f2_misaligned_fp32, was read
   // with misaligned loads). The arena is malloc'd, so the offset decides. An empty view
   // (a size 0) is never read: other checks decide then.
   bool misaligned = false;

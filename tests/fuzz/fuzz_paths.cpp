@@ -6,7 +6,7 @@
 // staged path of strided rows, in place, unaligned outs).
 //
 // Oracle, independent of src/cpu and src/reference: the rotation of SPEC 4 in float32 as
-// kernels.h documents its rounding, y0 = x0 c - (x1 s) and y1 = x1 c + (x0 s), the product in
+// rotary.h documents its rounding, y0 = x0 c - (x1 s) and y1 = x1 c + (x0 s), the product in
 // parentheses rounded and the rest fused (std::fma: the FMA paths) or rounded twice
 // (portable), then stored by the documented NaN rule: round to nearest even (done here by
 // value, in double), every NaN the canonical quiet NaN of its type (fp32 0x7FC00000, bf16
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "circlerope/kernels.h"
+#include "circlerope/rotary.h"
 #include "fuzz_support.h"
 
 namespace {
