@@ -438,13 +438,13 @@ TEST(RotaryPaths, KnownAnswerComparisonCanFail) {
 using detail::CpuidWords;
 using detail::decide_cpu_features;
 
-// A Zen 4-like CPU: AVX2, FMA, F16C, AVX-512 F/BW/VL, AVX512_BF16, OSXSAVE.
+// A Zen 4-like CPU: AVX2, FMA, F16C, AVX-512 F/BW/VL/DQ, AVX512_BF16, OSXSAVE.
 CpuidWords zen4() {
   CpuidWords w;
   w.max_leaf = 16;
   w.leaf1_ecx = (1u << 12) | (1u << 27) | (1u << 28) | (1u << 29);
   w.leaf7_max_sub = 1;
-  w.leaf7_ebx = (1u << 5) | (1u << 16) | (1u << 30) | (1u << 31);
+  w.leaf7_ebx = (1u << 5) | (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
   w.leaf7_1_eax = 1u << 5;
   return w;
 }
@@ -478,6 +478,8 @@ TEST(CpuFeatures, EveryRequirementIsChecked) {
       {"no AVX-512F", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 16); }), 0xE7, true, false, false, "no AVX-512F"},
       {"no AVX-512BW", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 30); }), 0xE7, true, false, false, "no AVX-512BW"},
       {"no AVX-512VL", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 31); }), 0xE7, true, false, false, "no AVX-512VL"},
+      // avx512 does not need DQ; avx512bf16 does (its NaN-or-subnormal test is VFPCLASSPS).
+      {"no AVX-512DQ", with([](CpuidWords& w) { w.leaf7_ebx &= ~(1u << 17); }), 0xE7, true, true, false, "no AVX-512DQ"},
       {"no AVX512_BF16", with([](CpuidWords& w) { w.leaf7_1_eax = 0; }), 0xE7, true, true, false, "no AVX512_BF16"},
       // Subleaf 1 does not exist: whatever its EAX would say is not read.
       {"leaf 7 has no subleaf 1", with([](CpuidWords& w) { w.leaf7_max_sub = 0; }), 0xE7, true, true, false, "no AVX512_BF16"},
@@ -530,11 +532,11 @@ TEST(CpuPaths, AutomaticTakesTheBestPathAndSaysWhy) {
   EXPECT_EQ(zen.automatic.isa, Isa::avx512bf16);
   EXPECT_FALSE(zen.automatic.forced);
   EXPECT_EQ(zen.automatic.reason,
-            "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL and AVX512_BF16 and the known-answer check passed");
+            "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL/DQ and AVX512_BF16 and the known-answer check passed");
   for (Isa isa : kAllPaths) EXPECT_EQ(outcome(zen, isa), to_string(isa));
   // The positions decide without the kernels' check, and do not claim it.
   EXPECT_EQ(detail::decide_cpu_paths(probe_of(zen4(), 0xE7)).automatic.reason,
-            "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL and AVX512_BF16");
+            "automatic: avx512bf16, the CPU has AVX-512 F/BW/VL/DQ and AVX512_BF16");
 
   const auto avx2 = detail::decide_cpu_paths(probe_of(avx2_only(), 0xE7), &all_agree);
   EXPECT_EQ(avx2.automatic.isa, Isa::avx2);
@@ -642,8 +644,11 @@ TEST(CpuFeatures, AgreesWithTheCompilersDetectionOnThisCpu) {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl");
+  const bool avx512_bf16 =
+      avx512 && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
   EXPECT_EQ(f.avx2, avx2);
   EXPECT_EQ(f.avx512, avx512);
+  EXPECT_EQ(f.avx512_bf16, avx512_bf16);
   std::printf("this CPU: avx2 %s, avx512 %s, avx512bf16 %s%s%s\n", f.avx2 ? "yes" : "no", f.avx512 ? "yes" : "no",
               f.avx512_bf16 ? "yes" : "no", f.avx512 ? "" : " (", f.avx512 ? "" : f.avx512_missing);
   if (!f.avx512) std::printf(")\n");

@@ -72,7 +72,7 @@ CpuPaths decide_cpu_paths(const CpuProbe& probe, KnownAnswer known_answer) {
   const Need needs[] = {{true, nullptr, ""},
                         {f.avx2, f.avx2_missing, "AVX2, FMA and F16C"},
                         {f.avx512, f.avx512_missing, "AVX-512 F/BW/VL"},
-                        {f.avx512_bf16, f.avx512_bf16_missing, "AVX-512 F/BW/VL and AVX512_BF16"}};
+                        {f.avx512_bf16, f.avx512_bf16_missing, "AVX-512 F/BW/VL/DQ and AVX512_BF16"}};
   CpuPaths out;
   for (std::size_t i = 0; i < kCpuPaths.size(); ++i) {
     const Isa isa = kCpuPaths[i];

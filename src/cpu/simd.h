@@ -455,51 +455,50 @@ struct Avx512 {
 #if defined(__AVX512BF16__)
 // ---- avx512bf16: Avx512 with the hardware's bf16 conversion ---------------------------------
 // VCVTNEPS2BF16 / VCVTNE2PS2BF16 round to nearest even like round_bf16, with two differences:
-// they treat fp32 subnormal inputs as zero, and they keep a NaN's upper payload. Lanes
-// holding a subnormal (exponent 0, mantissa not 0) are redone in integer arithmetic, and
-// NaN lanes are made canonical first (quiet), so the stored bits equal Avx512's for every
-// input. Executed natively on an AMD Zen 4 (the test suite and `circlerope check`); Bochs 2.7
-// lacks AVX512_BF16. dispatch.cpp runs it only after a known-answer comparison with avx2
-// passes on the CPU at hand.
+// they treat fp32 subnormal inputs as zero, and they keep a NaN's upper payload. So a vector
+// goes to the hardware only when none of its lanes is NaN or subnormal, which one VFPCLASSPS
+// per vector tells (AVX512DQ, which the path requires); a vector with such a lane takes
+// Avx512's integer rounding after quiet(), so the stored bits equal Avx512's for every input.
+// Executed natively on an AMD Zen 4 and an Intel Xeon (family 6 model 207); Bochs 2.7 lacks
+// AVX512_BF16. dispatch.cpp runs it only after a known-answer comparison with avx2 passes on
+// the CPU at hand.
 struct Avx512Bf16 : Avx512 {
-  static Mask subnormal(Vec v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const Mask zero_exponent = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
-    return _mm512_mask_test_epi32_mask(zero_exponent, u, _mm512_set1_epi32(0x007FFFFF));
-  }
+  // VFPCLASSPS categories: 0x01 quiet NaN, 0x20 subnormal, 0x80 signalling NaN.
+  static Mask nan_or_subnormal(Vec v) { return _mm512_fpclass_ps_mask(v, 0xA1); }
+  // v straight from the arithmetic: NaN lanes are made canonical here, on the rare path.
   static __m256i narrow16_bf16(Vec v) {
-    if (subnormal(v)) return Avx512::narrow16_bf16(v);
+    if (nan_or_subnormal(v)) return Avx512::narrow16_bf16(quiet(v));
     return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
   }
   // _mm512_cvtne2ps_pbh(a, b) puts b's conversions in the lower 16 words.
   static __m512i narrow32_bf16(Vec a, Vec b) {
-    if (subnormal(a) | subnormal(b)) return Avx512::narrow32_bf16(a, b);
+    if (nan_or_subnormal(a) | nan_or_subnormal(b)) return Avx512::narrow32_bf16(quiet(a), quiet(b));
     return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
   }
 
   template <class T>
   static void store(typename T::Storage* p, Vec v) {
-    if constexpr (std::is_same_v<T, BF16>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16_bf16(quiet(v)));
+    if constexpr (std::is_same_v<T, BF16>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), narrow16_bf16(v));
     else Avx512::store<T>(p, v);
   }
   template <class T>
   static void store(typename T::Storage* p, Vec v, Mask m) {
-    if constexpr (std::is_same_v<T, BF16>) _mm256_mask_storeu_epi16(p, m, narrow16_bf16(quiet(v)));
+    if constexpr (std::is_same_v<T, BF16>) _mm256_mask_storeu_epi16(p, m, narrow16_bf16(v));
     else Avx512::store<T>(p, v, m);
   }
   template <class T>
   static void store2(typename T::Storage* p, Vec a, Vec b) {
-    if constexpr (std::is_same_v<T, BF16>) _mm512_storeu_si512(p, narrow32_bf16(quiet(a), quiet(b)));
+    if constexpr (std::is_same_v<T, BF16>) _mm512_storeu_si512(p, narrow32_bf16(a, b));
     else Avx512::store2<T>(p, a, b);
   }
   template <class T>
   static void stream1(typename T::Storage* p, Vec v) {
-    if constexpr (std::is_same_v<T, BF16>) stream_bytes32(p, narrow16_bf16(quiet(v)));
+    if constexpr (std::is_same_v<T, BF16>) stream_bytes32(p, narrow16_bf16(v));
     else Avx512::stream1<T>(p, v);
   }
   template <class T>
   static void stream2(typename T::Storage* p, Vec a, Vec b) {
-    if constexpr (std::is_same_v<T, BF16>) stream_bytes64(p, narrow32_bf16(quiet(a), quiet(b)));
+    if constexpr (std::is_same_v<T, BF16>) stream_bytes64(p, narrow32_bf16(a, b));
     else Avx512::stream2<T>(p, a, b);
   }
 };

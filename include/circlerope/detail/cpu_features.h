@@ -24,14 +24,14 @@ struct CpuidWords {
   std::uint32_t max_leaf = 0;      // leaf 0, EAX
   std::uint32_t leaf1_ecx = 0;     // FMA (12), OSXSAVE (27), AVX (28), F16C (29)
   std::uint32_t leaf7_max_sub = 0; // leaf 7 subleaf 0, EAX: highest subleaf
-  std::uint32_t leaf7_ebx = 0;     // AVX2 (5), AVX512F (16), AVX512BW (30), AVX512VL (31)
+  std::uint32_t leaf7_ebx = 0;     // AVX2 (5), AVX512F (16), AVX512DQ (17), AVX512BW (30), AVX512VL (31)
   std::uint32_t leaf7_1_eax = 0;   // leaf 7 subleaf 1: AVX512_BF16 (5)
 };
 
 struct CpuFeatures {
   bool avx2 = false;        // AVX2 + FMA + F16C, YMM state enabled by the OS
   bool avx512 = false;      // AVX-512 F + BW + VL (and everything avx2 needs), ZMM state enabled
-  bool avx512_bf16 = false; // avx512 and AVX512_BF16 (VCVTNE2PS2BF16)
+  bool avx512_bf16 = false; // avx512, AVX512DQ (VFPCLASSPS) and AVX512_BF16 (VCVTNE2PS2BF16)
   // Why a level is missing, for messages: the first missing requirement, or nullptr.
   const char* avx2_missing = nullptr;
   const char* avx512_missing = nullptr;
@@ -66,6 +66,7 @@ constexpr CpuFeatures decide_cpu_features(const CpuidWords& w, std::uint64_t xcr
   f.avx512 = f.avx512_missing == nullptr;
 
   if (!f.avx512) f.avx512_bf16_missing = f.avx512_missing;
+  else if (!bit(w.leaf7_ebx, 17)) f.avx512_bf16_missing = "no AVX-512DQ (CPUID.7.0:EBX bit 17)";
   else if (w.leaf7_max_sub < 1 || !bit(w.leaf7_1_eax, 5))
     f.avx512_bf16_missing = "no AVX512_BF16 (CPUID.7.1:EAX bit 5)";
   f.avx512_bf16 = f.avx512_bf16_missing == nullptr;
