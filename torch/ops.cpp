@@ -106,6 +106,8 @@ const char* schema_type(cr::OptionType type) {
     case cr::OptionType::text: return "str";
     case cr::OptionType::number: return "float";
     case cr::OptionType::boolean: return "bool";
+    case cr::OptionType::integer: return "int";
+    case cr::OptionType::integers: return "int[]";
   }
   return "?";
 }

@@ -111,8 +111,8 @@ bool boolean_option(const OptionValue& value, std::string_view name);
 double unit_option(const OptionValue& value, std::string_view name);
 
 // A typed value as the grammar's text, which the setters read back to the same value: a number
-// in its shortest exact form ("10", "0.30000000000000004"), true / false, a string as it is, null
-// as "false" (an option that is off).
+// in its shortest exact form ("10", "0.30000000000000004"), true / false, a string as it is, a
+// list of integers separated by commas ("16,24,24"), null as "false" (an option that is off).
 std::string option_text(const OptionValue& value);
 
 // ------------------------------------------------------ Circle-RoPE options ---
@@ -130,30 +130,46 @@ std::string option_text(const OptionValue& value);
 // (python/tests/test_option_table.py; its count is also a static_assert in torch/ops.cpp).
 // A new option is a CircleConfig field (positions.h), an entry here, those two, and its use.
 
-// The type of an option where values are typed: the op's argument (str, float, bool) and the
-// canonical tuple. A text option travels as the grammar's text ("auto-2", "false").
-enum class OptionType { text, number, boolean };
+// The type of an option where values are typed: the op's argument (str, float, bool, int,
+// int[]) and the canonical tuple. A text option travels as the grammar's text ("auto-2",
+// "false") or as its name ("index", "chunked").
+enum class OptionType { text, number, boolean, integer, integers };
 
-struct CircleOption {
+template <class Config>
+struct Option {
   std::string_view key;      // "move_to_origin"
   OptionType type;
   std::string_view doc;      // what it means and its range, one line (help texts, docstrings);
                              // a boolean's is a verb phrase, which "do not " negates
-  std::string_view example;  // a valid value as text, not the default, that moves some position (tests)
+  std::string_view example;  // a valid value as text, not the default, that changes what the
+                             // config gives (tests; rotary_dim's goes with sections that fit it)
   // Reads `value` into the config, range checked; `name` starts the messages.
-  void (*set)(CircleConfig& config, const OptionValue& value, std::string_view name);
+  void (*set)(Config& config, const OptionValue& value, std::string_view name);
   // The option's value in `config`, typed as a Python or JSON user would give it (a number, a
-  // string, true / false, or null for off); `set` reads it back to the same config. The default
-  // is get(CircleConfig{}).
-  OptionValue (*get)(const CircleConfig& config);
+  // string, true / false, a list of integers, or null for off); `set` reads it back to the same
+  // config, as it is and as option_text of it. The default is get(Config{}).
+  OptionValue (*get)(const Config& config);
 };
 
+using CircleOption = Option<CircleConfig>;
+using VisionOption = Option<VisionConfig>;
+using RotaryOption = Option<RotaryConfig>;
+
+// The setters of the options whose reading is more than one call (options.cpp).
 namespace detail {
 void set_radius(CircleConfig& config, const OptionValue& value, std::string_view name);
 OptionValue radius_value(const CircleConfig& config);
 void set_dff_rate(CircleConfig& config, const OptionValue& value, std::string_view name);
 void set_move_to_positive(CircleConfig& config, const OptionValue& value, std::string_view name);
 OptionValue move_to_positive_value(const CircleConfig& config);
+void set_spatial_merge_size(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_tokens_per_second(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_time(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_compat(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_theta(RotaryConfig& config, const OptionValue& value, std::string_view name);
+void set_rotary_dim(RotaryConfig& config, const OptionValue& value, std::string_view name);
+void set_frequency_layout(RotaryConfig& config, const OptionValue& value, std::string_view name);
+void set_sections(RotaryConfig& config, const OptionValue& value, std::string_view name);
 }  // namespace detail
 
 inline constexpr std::array<CircleOption, 5> kCircleOptions = {{
@@ -171,8 +187,48 @@ inline constexpr std::array<CircleOption, 5> kCircleOptions = {{
      detail::set_move_to_positive, detail::move_to_positive_value},
 }};
 
+// The model constants of the token convention, and the transformers behaviour to reproduce.
+// (validate() checks that the three ids are distinct.)
+inline constexpr std::array<VisionOption, 7> kVisionOptions = {{
+    {"spatial_merge_size", OptionType::integer, "patches merged per token along h and w, an integer >= 1", "1",
+     detail::set_spatial_merge_size, [](const VisionConfig& c) { return OptionValue::integer(c.spatial_merge_size); }},
+    {"tokens_per_second", OptionType::number, "temporal positions per second of video (time seconds), > 0 and finite in float32",
+     "4", detail::set_tokens_per_second,
+     [](const VisionConfig& c) { return OptionValue::number(c.tokens_per_second); }},
+    {"vision_start_token_id", OptionType::integer, "the token id that opens a vision block", "100",
+     [](VisionConfig& c, const OptionValue& v, std::string_view name) { c.vision_start_token_id = integer_option(v, name); },
+     [](const VisionConfig& c) { return OptionValue::integer(c.vision_start_token_id); }},
+    {"image_token_id", OptionType::integer, "the token id of an image's tokens", "200",
+     [](VisionConfig& c, const OptionValue& v, std::string_view name) { c.image_token_id = integer_option(v, name); },
+     [](const VisionConfig& c) { return OptionValue::integer(c.image_token_id); }},
+    {"video_token_id", OptionType::integer, "the token id of a video's tokens", "300",
+     [](VisionConfig& c, const OptionValue& v, std::string_view name) { c.video_token_id = integer_option(v, name); },
+     [](const VisionConfig& c) { return OptionValue::integer(c.video_token_id); }},
+    {"time", OptionType::text, "video frame time: seconds (Qwen2.5-VL) or index (Qwen2-VL)", "index",
+     detail::set_time, [](const VisionConfig& c) { return OptionValue::string(to_string(c.time)); }},
+    {"compat", OptionType::text,
+     "reproduce a transformers behaviour: none, hf-4.49, hf-4.52, hf-5.2, hf-5.3-5.5.3, hf-5.5.4, hf-5.6 "
+     "(or hf-5.3), hf-5.18 (docs/hf_compat.md)",
+     "hf-4.52", detail::set_compat, [](const VisionConfig& c) { return OptionValue::string(to_string(c.compat)); }},
+}};
+
+// The rotary frequencies. (validate() checks rotary_dim against the sections.)
+inline constexpr std::array<RotaryOption, 4> kRotaryOptions = {{
+    {"theta", OptionType::number, "rope_theta, the base of the frequencies theta^(-2i/D), in [1, 2^126]", "10000",
+     detail::set_theta, [](const RotaryConfig& c) { return OptionValue::number(c.theta); }},
+    {"rotary_dim", OptionType::integer, "rotary dimension D, even, 2..1024 (twice the sum of the sections)", "96",
+     detail::set_rotary_dim, [](const RotaryConfig& c) { return OptionValue::integer(c.rotary_dim); }},
+    {"layout", OptionType::text, "which axis each frequency reads: chunked, interleaved or single", "interleaved",
+     detail::set_frequency_layout, [](const RotaryConfig& c) { return OptionValue::string(to_string(c.layout)); }},
+    {"sections", OptionType::integers, "frequencies per axis t,h,w, summing to D/2 (not read by single)", "24,20,20",
+     detail::set_sections,
+     [](const RotaryConfig& c) { return OptionValue::integers({c.sections[0], c.sections[1], c.sections[2]}); }},
+}};
+
 // The option of that key, or nullptr.
 const CircleOption* find_circle_option(std::string_view key);
+const VisionOption* find_vision_option(std::string_view key);
+const RotaryOption* find_rotary_option(std::string_view key);
 
 // ------------------------------------------------------------------ setters ---
 // Each sets one option and checks its range; an unknown key is an error naming the keys.
@@ -184,11 +240,10 @@ const CircleOption* find_circle_option(std::string_view key);
 // The keys of kCircleOptions, and method (must be "circle", as in the reference's configs).
 void set_circle_option(CircleConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
-// spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
-// video_token_id, time, compat (compat_names(): none | hf-4.49 | ... | hf-5.18; positions.h). (validate() still checks that the three ids are distinct.)
+// The keys of kVisionOptions (compat: compat_names(), positions.h).
 void set_vision_option(VisionConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
-// theta, rotary_dim, layout, sections. (validate() checks rotary_dim against the sections.)
+// The keys of kRotaryOptions.
 void set_rotary_option(RotaryConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
 // A scheme name from a typed string or text.
