@@ -115,20 +115,43 @@ double unit_option(const OptionValue& value, std::string_view name);
 // list of integers separated by commas ("16,24,24"), null as "false" (an option that is off).
 std::string option_text(const OptionValue& value);
 
-// ------------------------------------------------------ Circle-RoPE options ---
-// Every Circle-RoPE option is declared once, in kCircleOptions; the front ends derive theirs
-// from it:
-//   - set_circle_option's keys, which are the JSON request's "circle" keys and the keys of the
-//     C API's crp_circle_config_set (and the message that lists them);
-//   - the command line's flags (cli/main.cpp): "--" + the key with '-' for '_', a value in the
-//     grammar; a boolean that defaults to true is "--no-" + the key, with no value;
-//   - the Python CircleConfig dataclass: its fields, their order and defaults (python/bindings.cpp);
-//   - the PyTorch op rope_index: the names and types of its circle arguments in its schema, and
-//     the canonical tuple the Python package passes to it (torch/ops.cpp).
-// Two front ends spell the options out, and tests check them against this table: the C struct
-// crp_circle_config (tests/test_option_table.cpp) and the op's C++ signature
-// (python/tests/test_option_table.py; its count is also a static_assert in torch/ops.cpp).
-// A new option is a CircleConfig field (positions.h), an entry here, those two, and its use.
+// ------------------------------------------------------------------ options ---
+// Every option is declared once, in the table of its config: kCircleOptions (CircleConfig,
+// positions.h), kVisionOptions (VisionConfig, positions.h) and kRotaryOptions (RotaryConfig,
+// rotary_config.h). The front ends derive theirs from the tables:
+//   - set_circle_option, set_vision_option and set_rotary_option read the keys of their table
+//     (and the message that lists them); through them, the JSON request's "circle" and "vision"
+//     keys and its top-level "compat" (cli/request.cpp), and the keys of the C API's
+//     crp_circle_config_set, crp_vision_config_set and crp_rotary_config_set;
+//   - the command line's flags (cli/option_flags.h, cli/main.cpp): one per circle and rotary
+//     option, and --compat for layouts: "--" + the key with '-' for '_' (the rotary layout is
+//     --freq-layout: --layout is the token layout), a value in the grammar, the doc and the
+//     default as help; a boolean that defaults to true is "--no-" + the key, with no value;
+//   - the Python module: the CircleConfig dataclass (its fields, their order and defaults,
+//     python/bindings.cpp, __init__.py); the values of VisionConfig and RotaryConfig, which _core
+//     reads by key through the tables, and the canonical tuples all three keep, in table order;
+//   - the PyTorch op rope_index: the names and types of its circle and vision arguments in its
+//     schema (torch/ops.cpp), and its reading of them.
+// Some front ends spell the options out, and tests check them against the tables, giving every
+// option's example through each and comparing with the core: the C structs crp_circle_config,
+// crp_vision_config and crp_rotary_config (tests/test_option_table.cpp); the Python
+// VisionConfig and RotaryConfig fields and defaults, the op rope_index's C++ signature and the op
+// rotary_table's arguments (python/tests/test_option_table.py; rope_index's counts are also
+// static_asserts in torch/ops.cpp).
+// A new option touches:
+//   - its config: a field (positions.h, rotary_config.h) and its range in validate() (config.cpp);
+//   - its table here: an entry, and a setter in options.cpp when reading it is more than a call;
+//   - the C API: a field of crp_circle_config or crp_vision_config (c_api.h) and the conversions
+//     in src/core/c_api.cpp, or of crp_rotary_config (c_kernels.h) and src/cpu/c_convert.h and
+//     c_kernels.cpp;
+//   - Python: a field of VisionConfig or RotaryConfig (__init__.py; CircleConfig is made from its
+//     table);
+//   - the ops: a parameter of rope_index's C++ function (circle, vision: torch/ops.cpp); for a
+//     rotary option, rotary_table's schema and functions (torch/ops.cpp, ops_cuda.cpp,
+//     op_common.h), its fake kernel (_registration.py) and the package's call of it (__init__.py);
+//   - and its use.
+// Where the C structs, the dataclasses or the ops' arguments miss it, the tests above fail
+// naming the option (and rope_index's C++ signature does not compile).
 
 // The type of an option where values are typed: the op's argument (str, float, bool, int,
 // int[]) and the canonical tuple. A text option travels as the grammar's text ("auto-2",
