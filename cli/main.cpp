@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <iomanip>
 #include <iostream>
 #include <iterator>
@@ -27,6 +28,7 @@
 #include "circlerope/detail/quote.h"
 #include "circlerope/options.h"
 #include "circlerope/ptd.h"
+#include "option_flags.h"
 #include "report.h"
 #include "request.h"
 #include "rotary_commands.h"
@@ -42,73 +44,72 @@ using nlohmann::json;
 
 // ------------------------------------------------------------ options ---
 
-// Flags are untyped text: the core reads each with the grammar every front end shares
-// (circlerope/options.h) and names the flag in its messages.
-struct TextFlag {
-  TextFlag(const char* k, const char* f) : key(k), flag(f) {}
-  const char* key;   // the option's name in the core
-  const char* flag;  // "--radius"
-  CLI::Option* option = nullptr;
-  std::string value;
-};
+// The flags of the options of a table (options.h), named and described by cli/option_flags.h.
+// Flags are untyped text: the core reads each with the grammar every front end shares and names
+// the flag in its messages.
+template <class Config>
+class OptionFlags {
+ public:
+  // A flag for each option of `options`, or for those of `keys` when given.
+  template <std::size_t N>
+  void add(CLI::App* app, const std::array<Option<Config>, N>& options,
+           std::initializer_list<std::string_view> keys = {}) {
+    flags_.reserve(N);  // CLI11 binds to the members: no reallocation
+    for (const Option<Config>& option : options) {
+      if (keys.size() > 0 && std::find(keys.begin(), keys.end(), option.key) == keys.end()) continue;
+      Flag& f = flags_.emplace_back(Flag{&option, option_flag(option), option_flag_negated(option), {}, false, nullptr});
+      f.parsed = option.type == OptionType::boolean ? app->add_flag(f.flag, f.switched, option_help(option))
+                                                    : app->add_option(f.flag, f.value, option_help(option));
+    }
+  }
+  bool any() const {
+    return std::any_of(flags_.begin(), flags_.end(), [](const Flag& f) { return f.parsed->count() > 0; });
+  }
+  // `config` with the flags given read into it.
+  Config apply(Config config) const {
+    for (const Flag& f : flags_)
+      if (f.parsed->count() > 0)
+        f.option->set(config,
+                      f.option->type == OptionType::boolean ? OptionValue::boolean(f.switched != f.negated)
+                                                            : OptionValue::text(f.value),
+                      f.flag);
+    return config;
+  }
 
-// The Circle-RoPE flags, one per option of the declaration (options.h, kCircleOptions): "--" +
-// the key with '-' for '_' and a value, or for a boolean that is on by default "--no-" + the key.
-struct CircleFlags {
+ private:
   struct Flag {
-    const CircleOption* option;
+    const Option<Config>* option;
     std::string flag;  // "--dff-rate", "--no-move-to-origin"
     bool negated;      // a boolean that is on by default: the flag turns it off
     std::string value;
     bool switched = false;  // a boolean's flag was given
     CLI::Option* parsed = nullptr;
   };
-  std::vector<Flag> flags;
+  std::vector<Flag> flags_;
+};
 
-  void add(CLI::App* app) {
-    flags.reserve(kCircleOptions.size());  // CLI11 binds to the members: no reallocation
-    for (const CircleOption& option : kCircleOptions) {
-      std::string name(option.key);
-      std::replace(name.begin(), name.end(), '_', '-');
-      const OptionValue value = option.get(CircleConfig{});
-      const bool negated = option.type == OptionType::boolean && value.as_boolean();
-      Flag& f = flags.emplace_back(Flag{&option, (negated ? "--no-" : "--") + name, negated, {}, false, nullptr});
-      f.parsed = option.type == OptionType::boolean
-                     ? app->add_flag(f.flag, f.switched, (negated ? "do not " : "") + std::string(option.doc))
-                     : app->add_option(f.flag, f.value, std::string(option.doc) + " [" + option_text(value) + "]");
-    }
-  }
-  bool any() const {
-    return std::any_of(flags.begin(), flags.end(), [](const Flag& f) { return f.parsed->count() > 0; });
-  }
+// The Circle-RoPE flags, one per option of kCircleOptions.
+struct CircleFlags {
+  OptionFlags<CircleConfig> flags;
+
+  void add(CLI::App* app) { flags.add(app, kCircleOptions); }
+  bool any() const { return flags.any(); }
   // The paper's setting, overridden by the flags given.
   CircleConfig config() const {
-    CircleConfig c;
-    for (const Flag& f : flags)
-      if (f.parsed->count() > 0)
-        f.option->set(c,
-                      f.option->type == OptionType::boolean ? OptionValue::boolean(f.switched != f.negated)
-                                                            : OptionValue::text(f.value),
-                      f.flag);
+    const CircleConfig c = flags.apply(CircleConfig{});
     validate(c);
     return c;
   }
 };
 
+// The rotary flags, one per option of kRotaryOptions.
 struct RotaryFlags {
-  std::vector<TextFlag> flags = {{"theta", "--theta"}, {"rotary_dim", "--rotary-dim"},
-                                 {"layout", "--freq-layout"}, {"sections", "--sections"}};
+  OptionFlags<RotaryConfig> flags;
 
-  void add(CLI::App* app) {
-    const char* help[] = {"rope_theta [1e6]", "rotary dimension D [128]", "chunked | interleaved | single [chunked]",
-                          "mrope sections t,h,w summing to D/2 [16,24,24]"};
-    for (std::size_t i = 0; i < flags.size(); ++i)
-      flags[i].option = app->add_option(flags[i].flag, flags[i].value, help[i]);
-  }
+  void add(CLI::App* app) { flags.add(app, kRotaryOptions); }
+  // Qwen2.5-VL's rotary, overridden by the flags given.
   RotaryConfig config() const {
-    RotaryConfig r;
-    for (const TextFlag& f : flags)
-      if (f.option->count() > 0) set_rotary_option(r, f.key, OptionValue::text(f.value), f.flag);
+    const RotaryConfig r = flags.apply(RotaryConfig{});
     validate(r);
     return r;
   }
@@ -118,22 +119,20 @@ struct RotaryFlags {
 struct Source {
   std::string request_path;
   std::string layout;
-  std::string compat;
-  CLI::Option* compat_option = nullptr;
+  // The vision options a layout takes as flags: compat (a request holds its own, and a layout
+  // has no token ids).
+  OptionFlags<VisionConfig> vision;
 
   void add(CLI::App* app) {
     auto* r = app->add_option("--request", request_path, "request JSON file (format of shared/golden), - for stdin");
     auto* l = app->add_option("--layout", layout, "token-free layout, e.g. text:5,image:6x6,video:4x6x6@0.5,text:4");
     r->excludes(l);
-    compat_option = app->add_option("--compat", compat,
-                                    std::string("reproduce a transformers behaviour (layouts): ") + std::string(compat_names()) +
-                                        " [none]; docs/hf_compat.md");
+    vision.add(app, kVisionOptions, {"compat"});
   }
   bool from_request() const { return !request_path.empty(); }
 
   Request request() const {
-    if (compat_option->count() > 0)
-      throw Error("--compat cannot be combined with --request (put \"compat\" in the request)");
+    if (vision.any()) throw Error("--compat cannot be combined with --request (put \"compat\" in the request)");
     if (request_path == "-") return parse_request_text(read_request(std::cin, "on stdin"));
     std::ifstream in(request_path, std::ios::binary);
     if (!in) throw Error("cannot read request file " + detail::quoted(request_path));
@@ -141,11 +140,7 @@ struct Source {
   }
 
   // The model constants of a layout: Qwen2.5-VL's, in the --compat behaviour.
-  VisionConfig layout_vision() const {
-    VisionConfig vision;
-    if (compat_option->count() > 0) set_vision_option(vision, "compat", OptionValue::text(compat), "--compat");
-    return vision;
-  }
+  VisionConfig layout_vision() const { return vision.apply(VisionConfig{}); }
 
   // Positions of the source under `geometry`; for a request, its own arrays.
   Positions positions(const Geometry& geometry, const Request* request) const {

@@ -9,6 +9,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <array>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -96,31 +98,36 @@ cr::OptionValue option_value(py::handle v) {
   return out;
 }
 
-// A typed value of the core as the Python value a user would give: None, bool, int, float, str.
+// A typed value of the core as the Python value a user would give: None, bool, int, float, str,
+// a tuple of ints.
 py::object python_value(const cr::OptionValue& v) {
   switch (v.kind()) {
     case cr::OptionValue::Kind::null: return py::none();
     case cr::OptionValue::Kind::boolean: return py::bool_(v.as_boolean());
     case cr::OptionValue::Kind::integer: return py::int_(v.as_integer());
     case cr::OptionValue::Kind::number: return py::float_(v.as_number());
+    case cr::OptionValue::Kind::integers: return py::tuple(py::cast(v.as_integers()));
     default: return py::str(v.as_text());
   }
 }
 
-// The declaration of the Circle-RoPE options (circlerope/options.h, kCircleOptions), from which
-// __init__.py makes the CircleConfig dataclass: (key, default, doc, example text) in order.
-py::list circle_options() {
+// The declaration of a table of options (circlerope/options.h): (key, default, doc, example
+// text) in order. __init__.py makes the CircleConfig dataclass from kCircleOptions; the tests
+// check VisionConfig and RotaryConfig against the others.
+template <class Config, std::size_t N>
+py::list options_of(const std::array<cr::Option<Config>, N>& options) {
   py::list out;
-  for (const cr::CircleOption& o : cr::kCircleOptions)
-    out.append(py::make_tuple(std::string(o.key), python_value(o.get(cr::CircleConfig{})), std::string(o.doc),
+  for (const cr::Option<Config>& o : options)
+    out.append(py::make_tuple(std::string(o.key), python_value(o.get(Config{})), std::string(o.doc),
                               std::string(o.example)));
   return out;
 }
 
 // The canonical tuples the Python classes keep and pass to the operators (torch/ops.cpp reads
-// them with the same setters): circle (the op's circle arguments: one per option of
-// kCircleOptions, text options as the grammar's text), vision (merge size, tokens/s, three ids,
-// time), rotary (theta, rotary_dim, layout, sections).
+// them with the same options): the values of the options of a table in its order, text options
+// of the circle as the grammar's text (the op's circle arguments), the others as get() gives
+// them (vision: the op's vision arguments but compat; rotary: theta, rotary_dim, layout,
+// sections).
 py::tuple circle_args(const cr::CircleConfig& c) {
   py::tuple out(cr::kCircleOptions.size());
   for (std::size_t i = 0; i < cr::kCircleOptions.size(); ++i) {
@@ -158,52 +165,75 @@ cr::CircleConfig circle_from(const py::tuple& t) {
   return c;
 }
 
-cr::VisionConfig vision_config(py::handle spatial_merge_size, py::handle tokens_per_second,
-                               py::handle vision_start_token_id, py::handle image_token_id,
-                               py::handle video_token_id, py::handle time) {
+// Python's VisionConfig holds every vision option but compat, which get_rope_index takes as an
+// argument of its own (the behaviour of a call, not a constant of the model); the op takes it
+// after the others.
+bool in_vision_config(const cr::VisionOption& o) { return o.key != "compat"; }
+
+// A dataclass's fields {key: the user's value}, in its order, each read by the option of that key
+// and named "VisionConfig.<key>" ("RotaryConfig.<key>") in messages; a key that is no option is
+// refused with the list of the keys.
+cr::VisionConfig vision_config(const py::dict& fields) {
   cr::VisionConfig v;
-  const std::pair<const char*, py::handle> fields[] = {
-      {"spatial_merge_size", spatial_merge_size}, {"tokens_per_second", tokens_per_second},
-      {"vision_start_token_id", vision_start_token_id}, {"image_token_id", image_token_id},
-      {"video_token_id", video_token_id}, {"time", time}};
-  for (const auto& [key, value] : fields)
-    cr::set_vision_option(v, key, option_value(value), std::string("VisionConfig.") + key);
+  for (const auto& [key, value] : fields) {
+    const std::string k = key.cast<std::string>();
+    cr::set_vision_option(v, k, option_value(value), "VisionConfig." + k);
+  }
   cr::validate(v);
   return v;
 }
 
 py::tuple vision_args(const cr::VisionConfig& v) {
-  return py::make_tuple(v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
-                        v.video_token_id, std::string(cr::to_string(v.time)));
+  py::list out;
+  for (const cr::VisionOption& o : cr::kVisionOptions)
+    if (in_vision_config(o)) out.append(python_value(o.get(v)));
+  return py::tuple(out);
 }
 
 cr::VisionConfig vision_from(const py::tuple& t) {
-  if (t.size() != 6) throw cr::Error("vision: expected the 6 values of VisionConfig._args()");
-  return vision_config(t[0], t[1], t[2], t[3], t[4], t[5]);
+  const auto count = static_cast<std::size_t>(
+      std::count_if(cr::kVisionOptions.begin(), cr::kVisionOptions.end(), in_vision_config));
+  if (t.size() != count)
+    throw cr::Error("vision: expected the " + std::to_string(count) + " values of VisionConfig._args()");
+  py::dict fields;
+  std::size_t i = 0;
+  for (const cr::VisionOption& o : cr::kVisionOptions)
+    if (in_vision_config(o)) fields[py::str(std::string(o.key))] = t[i++];
+  return vision_config(fields);
 }
 
 // rotary_dim None means 2 * sum(sections), the Python API's default.
-cr::RotaryConfig rotary_config(py::handle sections, py::handle theta, py::handle layout, py::handle rotary_dim) {
+cr::RotaryConfig rotary_config(const py::dict& fields) {
   cr::RotaryConfig r;
-  cr::set_rotary_option(r, "sections", option_value(sections), "RotaryConfig.sections");
-  cr::set_rotary_option(r, "theta", option_value(theta), "RotaryConfig.theta");
-  cr::set_rotary_option(r, "layout", option_value(layout), "RotaryConfig.layout");
-  const std::int64_t sum = std::int64_t{r.sections[0]} + r.sections[1] + r.sections[2];
-  cr::set_rotary_option(r, "rotary_dim",
-                        rotary_dim.is_none() ? cr::OptionValue::integer(2 * sum) : option_value(rotary_dim),
-                        "RotaryConfig.rotary_dim");
+  bool dim_given = false;
+  for (const auto& [key, value] : fields) {
+    const std::string k = key.cast<std::string>();
+    if (k == "rotary_dim" && value.is_none()) continue;
+    dim_given = dim_given || k == "rotary_dim";
+    cr::set_rotary_option(r, k, option_value(value), "RotaryConfig." + k);
+  }
+  if (!dim_given) {
+    const std::int64_t sum = std::int64_t{r.sections[0]} + r.sections[1] + r.sections[2];
+    cr::set_rotary_option(r, "rotary_dim", cr::OptionValue::integer(2 * sum), "RotaryConfig.rotary_dim");
+  }
   cr::validate(r);
   return r;
 }
 
 py::tuple rotary_args(const cr::RotaryConfig& r) {
-  return py::make_tuple(r.theta, r.rotary_dim, std::string(cr::to_string(r.layout)),
-                        std::vector<int>(r.sections.begin(), r.sections.end()));
+  py::tuple out(cr::kRotaryOptions.size());
+  for (std::size_t i = 0; i < cr::kRotaryOptions.size(); ++i) out[i] = python_value(cr::kRotaryOptions[i].get(r));
+  return out;
 }
 
 cr::RotaryConfig rotary_from(const py::tuple& t) {
-  if (t.size() != 4) throw cr::Error("rotary: expected the 4 values of RotaryConfig._args()");
-  return rotary_config(t[3], t[0], t[2], t[1]);
+  if (t.size() != cr::kRotaryOptions.size())
+    throw cr::Error("rotary: expected the " + std::to_string(cr::kRotaryOptions.size()) +
+                    " values of RotaryConfig._args()");
+  py::dict fields;
+  for (std::size_t i = 0; i < cr::kRotaryOptions.size(); ++i)
+    fields[py::str(std::string(cr::kRotaryOptions[i].key))] = t[i];
+  return rotary_config(fields);
 }
 
 std::vector<cr::GridTHW> grids_from(const std::optional<Int64Array>& a, const char* name) {
@@ -312,15 +342,13 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "circlerope core: configs, AGE plans and coupling metrics (no torch)";
   m.attr("__version__") = CIRCLEROPE_VERSION;
   // Raw Python values in, the canonical tuple out (or ValueError naming the value).
-  m.def("circle_options", &circle_options);
+  m.def("circle_options", [] { return options_of(cr::kCircleOptions); });
+  m.def("vision_options", [] { return options_of(cr::kVisionOptions); });
+  m.def("rotary_options", [] { return options_of(cr::kRotaryOptions); });
   m.def("circle_config", [](const py::sequence& values) { return circle_args(circle_config(values)); });
-  m.def("vision_config", [](py::object merge, py::object tps, py::object start, py::object image, py::object video,
-                            py::object time) {
-    return vision_args(vision_config(merge, tps, start, image, video, time));
-  });
-  m.def("rotary_config", [](py::object sections, py::object theta, py::object layout, py::object rotary_dim) {
-    return rotary_args(rotary_config(sections, theta, layout, rotary_dim));
-  });
+  // A dataclass's fields by key ({"spatial_merge_size": 2, ...}), read by the options of those keys.
+  m.def("vision_config", [](const py::dict& fields) { return vision_args(vision_config(fields)); });
+  m.def("rotary_config", [](const py::dict& fields) { return rotary_args(rotary_config(fields)); });
   // The CPU path the process runs and why (circlerope::cpu_path: the kernels' view, the one
   // the operators use); an unusable CIRCLEROPE_ISA is a ValueError naming the value.
   m.def("cpu_path", [] {

@@ -1,9 +1,10 @@
 // circlerope PyTorch operators: torch.ops.circlerope.* (TORCH_LIBRARY "circlerope").
 //
 //   rope_index(input_ids, grids..., mask, scheme, circle..., vision...) -> (position_ids, deltas)
-//     (circle: one argument per Circle-RoPE option of circlerope/options.h, kCircleOptions:
-//      radius "10" | "auto" | "auto-k", alpha, move_to_origin, dff_rate,
-//      move_to_positive "false" | "auto" | offset, in the grammar of options.h)
+//     (circle and vision: one argument per option of circlerope/options.h's kCircleOptions
+//      (radius "10" | "auto" | "auto-k", alpha, move_to_origin, dff_rate, move_to_positive
+//      "false" | "auto" | offset, in the grammar of options.h) and of kVisionOptions
+//      (spatial_merge_size, tokens_per_second, the three token ids, time, compat = "none"))
 //   rotary_table(position_ids, rotary_dim, sections, theta, layout)     -> table [B, S, D]
 //   rotary_apply(q, k, table, pairing, qk_layout, backward)             -> (q', k')
 //
@@ -25,12 +26,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #if defined(__linux__)
@@ -98,14 +101,16 @@ std::vector<cr::GridTHW> grids(const c10::optional<Tensor>& t, const char* name)
   return out;
 }
 
-// The op's circle arguments: one per option of the declaration (options.h, kCircleOptions), in
-// its order, named and typed by it in the schema (rope_index_schema); TORCH_LIBRARY checks the
-// types of the C++ signature against the schema when the library loads.
+// The op's circle and vision arguments: one per option of kCircleOptions and of kVisionOptions
+// (options.h), in their order, named and typed by them in the schema (rope_index_schema);
+// TORCH_LIBRARY checks the types of the C++ signature against the schema when the library loads.
 const char* schema_type(cr::OptionType type) {
   switch (type) {
     case cr::OptionType::text: return "str";
     case cr::OptionType::number: return "float";
     case cr::OptionType::boolean: return "bool";
+    case cr::OptionType::integer: return "int";
+    case cr::OptionType::integers: return "int[]";
   }
   return "?";
 }
@@ -113,26 +118,39 @@ const char* schema_type(cr::OptionType type) {
 cr::OptionValue argument_value(const std::string& v) { return cr::OptionValue::text(v); }
 cr::OptionValue argument_value(double v) { return cr::OptionValue::number(v); }
 cr::OptionValue argument_value(bool v) { return cr::OptionValue::boolean(v); }
+cr::OptionValue argument_value(std::int64_t v) { return cr::OptionValue::integer(v); }
 
-template <class... Arguments>
-cr::CircleConfig circle_of(const Arguments&... arguments) {
-  static_assert(sizeof...(Arguments) == cr::kCircleOptions.size(),
-                "rope_index takes one circle argument per option of kCircleOptions");
+// The config of the op's arguments for the options of `options`, each read by its option and
+// named by its key in messages.
+template <class Config, std::size_t N, class... Arguments>
+Config config_of(const std::array<cr::Option<Config>, N>& options, const Arguments&... arguments) {
+  static_assert(sizeof...(Arguments) == N, "rope_index takes one argument per option of the table");
   const cr::OptionValue values[] = {argument_value(arguments)...};
-  cr::CircleConfig circle;
-  for (std::size_t i = 0; i < cr::kCircleOptions.size(); ++i)
-    cr::kCircleOptions[i].set(circle, values[i], cr::kCircleOptions[i].key);
-  return circle;
+  Config config;
+  for (std::size_t i = 0; i < N; ++i) options[i].set(config, values[i], options[i].key);
+  return config;
+}
+
+template <class Config, std::size_t N>
+std::string schema_arguments(const std::array<cr::Option<Config>, N>& options) {
+  std::string arguments;
+  for (const cr::Option<Config>& o : options) {
+    arguments += std::string(schema_type(o.type)) + " " + std::string(o.key);
+    // compat has a default, its own (none): a call that leaves it out reproduces no
+    // transformers release.
+    if constexpr (std::is_same_v<Config, cr::VisionConfig>)
+      if (o.key == "compat") arguments += "=\"" + cr::option_text(o.get(Config{})) + "\"";
+    arguments += ", ";
+  }
+  return arguments;
 }
 
 std::string rope_index_schema() {
-  std::string circle;
-  for (const cr::CircleOption& o : cr::kCircleOptions)
-    circle += std::string(schema_type(o.type)) + " " + std::string(o.key) + ", ";
+  std::string vision = schema_arguments(cr::kVisionOptions);
+  vision.resize(vision.size() - 2);  // the last ", "
   return "rope_index(Tensor input_ids, Tensor? image_grid_thw, Tensor? video_grid_thw, "
-         "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, " + circle +
-         "int spatial_merge_size, float tokens_per_second, int vision_start_token_id, int image_token_id, "
-         "int video_token_id, str time, str compat=\"none\") -> (Tensor position_ids, Tensor rope_deltas)";
+         "Tensor? second_per_grid_ts, Tensor? attention_mask, str scheme, " +
+         schema_arguments(cr::kCircleOptions) + vision + ") -> (Tensor position_ids, Tensor rope_deltas)";
 }
 
 std::tuple<Tensor, Tensor> rope_index(
@@ -174,18 +192,9 @@ std::tuple<Tensor, Tensor> rope_index(
     // The options are read with the grammar every front end shares (circlerope/options.h).
     cr::Geometry geometry;
     geometry.scheme = cr::scheme_option(cr::OptionValue::string(scheme), "scheme");
-    geometry.circle = circle_of(radius, alpha, move_to_origin, dff_rate, move_to_positive);
-    cr::VisionConfig vision;
-    cr::set_vision_option(vision, "spatial_merge_size", cr::OptionValue::integer(spatial_merge_size),
-                          "spatial_merge_size");
-    cr::set_vision_option(vision, "tokens_per_second", cr::OptionValue::number(tokens_per_second),
-                          "tokens_per_second");
-    cr::set_vision_option(vision, "vision_start_token_id", cr::OptionValue::integer(vision_start_token_id),
-                          "vision_start_token_id");
-    cr::set_vision_option(vision, "image_token_id", cr::OptionValue::integer(image_token_id), "image_token_id");
-    cr::set_vision_option(vision, "video_token_id", cr::OptionValue::integer(video_token_id), "video_token_id");
-    cr::set_vision_option(vision, "time", cr::OptionValue::string(time), "time");
-    cr::set_vision_option(vision, "compat", cr::OptionValue::string(compat), "compat");
+    geometry.circle = config_of(cr::kCircleOptions, radius, alpha, move_to_origin, dff_rate, move_to_positive);
+    const cr::VisionConfig vision = config_of(cr::kVisionOptions, spatial_merge_size, tokens_per_second,
+                                              vision_start_token_id, image_token_id, video_token_id, time, compat);
     cr::validate(vision);
     const cr::RopeIndexInput in{ids.values, batch, seq_len, mask.values, images, videos, seconds};
 

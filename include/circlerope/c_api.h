@@ -54,6 +54,9 @@ typedef struct crp_circle_config {
   double positive_offset;
 } crp_circle_config;
 
+/* The vision options of circlerope/options.h (kVisionOptions, where each is declared); time is
+ * time_is_index. tests/test_option_table.cpp checks that this struct carries every option
+ * declared there. */
 typedef struct crp_vision_config {
   int64_t spatial_merge_size;
   double tokens_per_second;
@@ -114,10 +117,14 @@ crp_status crp_vision_config_default(crp_vision_config* config);
  * unchanged and the message names the key and the value. */
 crp_status crp_circle_config_set(crp_circle_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
-/* spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
- * video_token_id (integers / numbers as text), time ("seconds" or "index"), compat ("none",
- * "hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6" (also read as
- * "hf-5.3"), "hf-5.18"; crp_compat). */
+/* The same for the vision options; the keys are those of kVisionOptions in
+ * circlerope/options.h:
+ *   spatial_merge_size, vision_start_token_id, image_token_id, video_token_id
+ *                     a decimal integer ("2")
+ *   tokens_per_second a decimal number ("2")
+ *   time              "seconds" or "index"
+ *   compat            "none", "hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4",
+ *                     "hf-5.6" (also read as "hf-5.3"), "hf-5.18" (crp_compat) */
 crp_status crp_vision_config_set(crp_vision_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 /* "vanilla", "unordered", "mrope", "circle" -> a crp_scheme value. */

@@ -58,6 +58,8 @@ typedef struct crp_rotate_params {
   int isa;       /* crp_isa */
 } crp_rotate_params;
 
+/* The rotary options of circlerope/options.h (kRotaryOptions, where each is declared).
+ * tests/test_option_table.cpp checks that this struct carries every option declared there. */
 typedef struct crp_rotary_config {
   double theta;     /* rope_theta, in [1, 2^126] (circlerope::kMinTheta .. kMaxTheta) */
   int rotary_dim;   /* even */
@@ -88,9 +90,10 @@ crp_status crp_isa_available(int isa, int* available, char* error, size_t error_
  * "automatic: avx2, the CPU has AVX2, FMA and F16C; avx512 is not available: ..." or
  * "forced by CIRCLEROPE_ISA=avx2". */
 crp_status crp_cpu_path(int* isa, char* reason, size_t reason_size, char* error, size_t error_size);
-/* One option from its text, with the grammar of every front end (circlerope/options.h):
- * theta ("1e6"), rotary_dim ("128"), layout ("chunked", "interleaved", "single"),
- * sections ("16,24,24"). On error the config is unchanged. */
+/* One option from its text, with the grammar of every front end (circlerope/options.h); the
+ * keys are those of kRotaryOptions there: theta ("1e6"), rotary_dim ("128"), layout
+ * ("chunked", "interleaved", "single"), sections ("16,24,24"). On error the config is
+ * unchanged. */
 crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 

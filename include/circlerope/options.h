@@ -111,49 +111,88 @@ bool boolean_option(const OptionValue& value, std::string_view name);
 double unit_option(const OptionValue& value, std::string_view name);
 
 // A typed value as the grammar's text, which the setters read back to the same value: a number
-// in its shortest exact form ("10", "0.30000000000000004"), true / false, a string as it is, null
-// as "false" (an option that is off).
+// in its shortest exact form ("10", "0.30000000000000004"), true / false, a string as it is, a
+// list of integers separated by commas ("16,24,24"), null as "false" (an option that is off).
 std::string option_text(const OptionValue& value);
 
-// ------------------------------------------------------ Circle-RoPE options ---
-// Every Circle-RoPE option is declared once, in kCircleOptions; the front ends derive theirs
-// from it:
-//   - set_circle_option's keys, which are the JSON request's "circle" keys and the keys of the
-//     C API's crp_circle_config_set (and the message that lists them);
-//   - the command line's flags (cli/main.cpp): "--" + the key with '-' for '_', a value in the
-//     grammar; a boolean that defaults to true is "--no-" + the key, with no value;
-//   - the Python CircleConfig dataclass: its fields, their order and defaults (python/bindings.cpp);
-//   - the PyTorch op rope_index: the names and types of its circle arguments in its schema, and
-//     the canonical tuple the Python package passes to it (torch/ops.cpp).
-// Two front ends spell the options out, and tests check them against this table: the C struct
-// crp_circle_config (tests/test_option_table.cpp) and the op's C++ signature
-// (python/tests/test_option_table.py; its count is also a static_assert in torch/ops.cpp).
-// A new option is a CircleConfig field (positions.h), an entry here, those two, and its use.
+// ------------------------------------------------------------------ options ---
+// Every option is declared once, in the table of its config: kCircleOptions (CircleConfig,
+// positions.h), kVisionOptions (VisionConfig, positions.h) and kRotaryOptions (RotaryConfig,
+// rotary_config.h). The front ends derive theirs from the tables:
+//   - set_circle_option, set_vision_option and set_rotary_option read the keys of their table
+//     (and the message that lists them); through them, the JSON request's "circle" and "vision"
+//     keys and its top-level "compat" (cli/request.cpp), and the keys of the C API's
+//     crp_circle_config_set, crp_vision_config_set and crp_rotary_config_set;
+//   - the command line's flags (cli/option_flags.h, cli/main.cpp): one per circle and rotary
+//     option, and --compat for layouts: "--" + the key with '-' for '_' (the rotary layout is
+//     --freq-layout: --layout is the token layout), a value in the grammar, the doc and the
+//     default as help; a boolean that defaults to true is "--no-" + the key, with no value;
+//   - the Python module: the CircleConfig dataclass (its fields, their order and defaults,
+//     python/bindings.cpp, __init__.py); the values of VisionConfig and RotaryConfig, which _core
+//     reads by key through the tables, and the canonical tuples all three keep, in table order;
+//   - the PyTorch op rope_index: the names and types of its circle and vision arguments in its
+//     schema (torch/ops.cpp), and its reading of them.
+// Some front ends spell the options out, and tests check them against the tables, giving every
+// option's example through each and comparing with the core: the C structs crp_circle_config,
+// crp_vision_config and crp_rotary_config (tests/test_option_table.cpp); the Python
+// VisionConfig and RotaryConfig fields and defaults, the op rope_index's C++ signature and the op
+// rotary_table's arguments (python/tests/test_option_table.py; rope_index's counts are also
+// static_asserts in torch/ops.cpp).
+// A new option touches:
+//   - its config: a field (positions.h, rotary_config.h) and its range in validate() (config.cpp);
+//   - its table here: an entry, and a setter in options.cpp when reading it is more than a call;
+//   - the C API: a field of crp_circle_config or crp_vision_config (c_api.h) and the conversions
+//     in src/core/c_api.cpp, or of crp_rotary_config (c_kernels.h) and src/cpu/c_convert.h and
+//     c_kernels.cpp;
+//   - Python: a field of VisionConfig or RotaryConfig (__init__.py; CircleConfig is made from its
+//     table);
+//   - the ops: a parameter of rope_index's C++ function (circle, vision: torch/ops.cpp); for a
+//     rotary option, rotary_table's schema and functions (torch/ops.cpp, ops_cuda.cpp,
+//     op_common.h), its fake kernel (_registration.py) and the package's call of it (__init__.py);
+//   - and its use.
+// Where the C structs, the dataclasses or the ops' arguments miss it, the tests above fail
+// naming the option (and rope_index's C++ signature does not compile).
 
-// The type of an option where values are typed: the op's argument (str, float, bool) and the
-// canonical tuple. A text option travels as the grammar's text ("auto-2", "false").
-enum class OptionType { text, number, boolean };
+// The type of an option where values are typed: the op's argument (str, float, bool, int,
+// int[]) and the canonical tuple. A text option travels as the grammar's text ("auto-2",
+// "false") or as its name ("index", "chunked").
+enum class OptionType { text, number, boolean, integer, integers };
 
-struct CircleOption {
+template <class Config>
+struct Option {
   std::string_view key;      // "move_to_origin"
   OptionType type;
   std::string_view doc;      // what it means and its range, one line (help texts, docstrings);
                              // a boolean's is a verb phrase, which "do not " negates
-  std::string_view example;  // a valid value as text, not the default, that moves some position (tests)
+  std::string_view example;  // a valid value as text, not the default, that changes what the
+                             // config gives (tests; rotary_dim's goes with sections that fit it)
   // Reads `value` into the config, range checked; `name` starts the messages.
-  void (*set)(CircleConfig& config, const OptionValue& value, std::string_view name);
+  void (*set)(Config& config, const OptionValue& value, std::string_view name);
   // The option's value in `config`, typed as a Python or JSON user would give it (a number, a
-  // string, true / false, or null for off); `set` reads it back to the same config. The default
-  // is get(CircleConfig{}).
-  OptionValue (*get)(const CircleConfig& config);
+  // string, true / false, a list of integers, or null for off); `set` reads it back to the same
+  // config, as it is and as option_text of it. The default is get(Config{}).
+  OptionValue (*get)(const Config& config);
 };
 
+using CircleOption = Option<CircleConfig>;
+using VisionOption = Option<VisionConfig>;
+using RotaryOption = Option<RotaryConfig>;
+
+// The setters of the options whose reading is more than one call (options.cpp).
 namespace detail {
 void set_radius(CircleConfig& config, const OptionValue& value, std::string_view name);
 OptionValue radius_value(const CircleConfig& config);
 void set_dff_rate(CircleConfig& config, const OptionValue& value, std::string_view name);
 void set_move_to_positive(CircleConfig& config, const OptionValue& value, std::string_view name);
 OptionValue move_to_positive_value(const CircleConfig& config);
+void set_spatial_merge_size(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_tokens_per_second(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_time(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_compat(VisionConfig& config, const OptionValue& value, std::string_view name);
+void set_theta(RotaryConfig& config, const OptionValue& value, std::string_view name);
+void set_rotary_dim(RotaryConfig& config, const OptionValue& value, std::string_view name);
+void set_frequency_layout(RotaryConfig& config, const OptionValue& value, std::string_view name);
+void set_sections(RotaryConfig& config, const OptionValue& value, std::string_view name);
 }  // namespace detail
 
 inline constexpr std::array<CircleOption, 5> kCircleOptions = {{
@@ -171,8 +210,48 @@ inline constexpr std::array<CircleOption, 5> kCircleOptions = {{
      detail::set_move_to_positive, detail::move_to_positive_value},
 }};
 
+// The model constants of the token convention, and the transformers behaviour to reproduce.
+// (validate() checks that the three ids are distinct.)
+inline constexpr std::array<VisionOption, 7> kVisionOptions = {{
+    {"spatial_merge_size", OptionType::integer, "patches merged per token along h and w, an integer >= 1", "1",
+     detail::set_spatial_merge_size, [](const VisionConfig& c) { return OptionValue::integer(c.spatial_merge_size); }},
+    {"tokens_per_second", OptionType::number, "temporal positions per second of video (time seconds), > 0 and finite in float32",
+     "4", detail::set_tokens_per_second,
+     [](const VisionConfig& c) { return OptionValue::number(c.tokens_per_second); }},
+    {"vision_start_token_id", OptionType::integer, "the token id that opens a vision block", "100",
+     [](VisionConfig& c, const OptionValue& v, std::string_view name) { c.vision_start_token_id = integer_option(v, name); },
+     [](const VisionConfig& c) { return OptionValue::integer(c.vision_start_token_id); }},
+    {"image_token_id", OptionType::integer, "the token id of an image's tokens", "200",
+     [](VisionConfig& c, const OptionValue& v, std::string_view name) { c.image_token_id = integer_option(v, name); },
+     [](const VisionConfig& c) { return OptionValue::integer(c.image_token_id); }},
+    {"video_token_id", OptionType::integer, "the token id of a video's tokens", "300",
+     [](VisionConfig& c, const OptionValue& v, std::string_view name) { c.video_token_id = integer_option(v, name); },
+     [](const VisionConfig& c) { return OptionValue::integer(c.video_token_id); }},
+    {"time", OptionType::text, "video frame time: seconds (Qwen2.5-VL) or index (Qwen2-VL)", "index",
+     detail::set_time, [](const VisionConfig& c) { return OptionValue::string(to_string(c.time)); }},
+    {"compat", OptionType::text,
+     "reproduce a transformers behaviour: none, hf-4.49, hf-4.52, hf-5.2, hf-5.3-5.5.3, hf-5.5.4, hf-5.6 "
+     "(or hf-5.3), hf-5.18 (docs/hf_compat.md)",
+     "hf-4.52", detail::set_compat, [](const VisionConfig& c) { return OptionValue::string(to_string(c.compat)); }},
+}};
+
+// The rotary frequencies. (validate() checks rotary_dim against the sections.)
+inline constexpr std::array<RotaryOption, 4> kRotaryOptions = {{
+    {"theta", OptionType::number, "rope_theta, the base of the frequencies theta^(-2i/D), in [1, 2^126]", "10000",
+     detail::set_theta, [](const RotaryConfig& c) { return OptionValue::number(c.theta); }},
+    {"rotary_dim", OptionType::integer, "rotary dimension D, even, 2..1024 (twice the sum of the sections)", "96",
+     detail::set_rotary_dim, [](const RotaryConfig& c) { return OptionValue::integer(c.rotary_dim); }},
+    {"layout", OptionType::text, "which axis each frequency reads: chunked, interleaved or single", "interleaved",
+     detail::set_frequency_layout, [](const RotaryConfig& c) { return OptionValue::string(to_string(c.layout)); }},
+    {"sections", OptionType::integers, "frequencies per axis t,h,w, summing to D/2 (not read by single)", "24,20,20",
+     detail::set_sections,
+     [](const RotaryConfig& c) { return OptionValue::integers({c.sections[0], c.sections[1], c.sections[2]}); }},
+}};
+
 // The option of that key, or nullptr.
 const CircleOption* find_circle_option(std::string_view key);
+const VisionOption* find_vision_option(std::string_view key);
+const RotaryOption* find_rotary_option(std::string_view key);
 
 // ------------------------------------------------------------------ setters ---
 // Each sets one option and checks its range; an unknown key is an error naming the keys.
@@ -184,11 +263,10 @@ const CircleOption* find_circle_option(std::string_view key);
 // The keys of kCircleOptions, and method (must be "circle", as in the reference's configs).
 void set_circle_option(CircleConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
-// spatial_merge_size, tokens_per_second, vision_start_token_id, image_token_id,
-// video_token_id, time, compat (compat_names(): none | hf-4.49 | ... | hf-5.18; positions.h). (validate() still checks that the three ids are distinct.)
+// The keys of kVisionOptions (compat: compat_names(), positions.h).
 void set_vision_option(VisionConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
-// theta, rotary_dim, layout, sections. (validate() checks rotary_dim against the sections.)
+// The keys of kRotaryOptions.
 void set_rotary_option(RotaryConfig& config, std::string_view key, const OptionValue& value,
                        std::string_view name);
 // A scheme name from a typed string or text.

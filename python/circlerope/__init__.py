@@ -215,9 +215,8 @@ class VisionConfig:
     time: str = "seconds"
 
     def __post_init__(self):
-        args = _core.vision_config(*(_plain(x) for x in (
-            self.spatial_merge_size, self.tokens_per_second, self.vision_start_token_id,
-            self.image_token_id, self.video_token_id, self.time)))
+        # The core reads each field by its key (circlerope/options.h, kVisionOptions).
+        args = _core.vision_config({f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)})
         object.__setattr__(self, "_cached_args", args)
 
     def _args(self) -> tuple:
@@ -274,8 +273,10 @@ class RotaryConfig:
         sections = self.sections
         if isinstance(sections, (tuple, list)):
             sections = tuple(_plain(x) for x in sections)
-        args = _core.rotary_config(_plain(sections), _plain(self.theta), _plain(self.layout),
-                                   _plain(self.rotary_dim))
+        # The core reads each field but pairing by its key (circlerope/options.h, kRotaryOptions).
+        fields = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "pairing"}
+        fields["sections"] = _plain(sections)
+        args = _core.rotary_config(fields)
         object.__setattr__(self, "_cached_args", args)
 
     @property

@@ -31,7 +31,7 @@ def _rotary_table_fake(position_ids, rotary_dim, sections, theta, layout):
     # The settings are constants of the graph: checked here, at trace time, by the core's
     # grammar, as the kernel checks them when it runs (a compiled caller skips RotaryConfig).
     from . import _core
-    _core.rotary_config(tuple(sections), theta, layout, rotary_dim)
+    _core.rotary_config({"sections": tuple(sections), "theta": theta, "layout": layout, "rotary_dim": rotary_dim})
     torch._check(position_ids.dim() == 3, lambda: "position_ids must have shape [3, batch, seq_len]")
     return position_ids.new_empty((position_ids.shape[1], position_ids.shape[2], rotary_dim),
                                   dtype=torch.float32)

@@ -337,6 +337,14 @@ std::string option_text(const OptionValue& v) {
     case OptionValue::Kind::big_integer:
     case OptionValue::Kind::string:
     case OptionValue::Kind::text: return v.as_text();
+    case OptionValue::Kind::integers: {
+      std::string text;
+      for (const std::int64_t x : v.as_integers()) {
+        if (!text.empty()) text += ',';
+        text += std::to_string(x);
+      }
+      return text;
+    }
     default: return v.shown();
   }
 }
@@ -427,13 +435,92 @@ OptionValue detail::move_to_positive_value(const CircleConfig& c) {
   return OptionValue::null();
 }
 
+// ----------------------------------------------------------- vision options ---
+
+void detail::set_spatial_merge_size(VisionConfig& c, const OptionValue& v, std::string_view name) {
+  const std::int64_t m = integer_of(v, name, "an integer >= 1");
+  if (m < 1) fail(name, " must be an integer >= 1 (got ", m, ")");
+  c.spatial_merge_size = m;
+}
+
+void detail::set_tokens_per_second(VisionConfig& c, const OptionValue& v, std::string_view name) {
+  const double tps = number_of(v, name, "a number > 0");
+  // Read in float32, like the reference: it must be finite there too.
+  if (!(std::isfinite(static_cast<float>(tps)) && tps > 0))
+    fail(name, " must be finite (in float32) and > 0 (got ", number_shown(tps), ")");
+  c.tokens_per_second = tps;
+}
+
+void detail::set_time(VisionConfig& c, const OptionValue& v, std::string_view name) {
+  try {
+    c.time = parse_time_mode(name_of(v, name, "\"seconds\" or \"index\""));
+  } catch (const Error& e) {
+    fail(name, ": ", e.what());
+  }
+}
+
+void detail::set_compat(VisionConfig& c, const OptionValue& v, std::string_view name) {
+  try {
+    c.compat = parse_compat(name_of(v, name, compat_names()));
+  } catch (const Error& e) {
+    fail(name, ": ", e.what());
+  }
+}
+
+// ----------------------------------------------------------- rotary options ---
+
+void detail::set_theta(RotaryConfig& c, const OptionValue& v, std::string_view name) {
+  const double theta = number_of(v, name, "a finite number > 0");
+  if (!(theta > 0)) fail(name, " must be a finite number > 0 (got ", number_shown(theta), ")");
+  c.theta = theta;
+}
+
+void detail::set_rotary_dim(RotaryConfig& c, const OptionValue& v, std::string_view name) {
+  const int dim = int_of(integer_of(v, name, "an even integer in [2, 1024]"), name, 2, 1024);
+  if (dim % 2 != 0) fail(name, " must be an even integer in [2, 1024] (got ", dim, ")");
+  c.rotary_dim = dim;
+}
+
+void detail::set_frequency_layout(RotaryConfig& c, const OptionValue& v, std::string_view name) {
+  try {
+    c.layout = parse_frequency_layout(name_of(v, name, "chunked, interleaved or single"));
+  } catch (const Error& e) {
+    fail(name, ": ", e.what());
+  }
+}
+
+void detail::set_sections(RotaryConfig& c, const OptionValue& v, std::string_view name) {
+  c.sections = sections_of(v, name);
+}
+
 // ------------------------------------------------------------------ setters ---
 
-const CircleOption* find_circle_option(std::string_view key) {
-  for (const CircleOption& option : kCircleOptions)
+namespace {
+
+template <class Config, std::size_t N>
+const Option<Config>* find_option(const std::array<Option<Config>, N>& options, std::string_view key) {
+  for (const Option<Config>& option : options)
     if (option.key == key) return &option;
   return nullptr;
 }
+
+// The keys of a table for a message: "a, b, c or d"; `last`, when given, comes after them all.
+template <class Config, std::size_t N>
+std::string keys_of(const std::array<Option<Config>, N>& options, std::string_view last = {}) {
+  std::vector<std::string_view> keys;
+  for (const Option<Config>& option : options) keys.push_back(option.key);
+  if (!last.empty()) keys.push_back(last);
+  std::string text;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    text.append(i == 0 ? "" : i + 1 == keys.size() ? " or " : ", ").append(keys[i]);
+  return text;
+}
+
+}  // namespace
+
+const CircleOption* find_circle_option(std::string_view key) { return find_option(kCircleOptions, key); }
+const VisionOption* find_vision_option(std::string_view key) { return find_option(kVisionOptions, key); }
+const RotaryOption* find_rotary_option(std::string_view key) { return find_option(kRotaryOptions, key); }
 
 void set_circle_option(CircleConfig& c, std::string_view key, const OptionValue& v, std::string_view name) {
   if (const CircleOption* option = find_circle_option(key)) {
@@ -442,66 +529,20 @@ void set_circle_option(CircleConfig& c, std::string_view key, const OptionValue&
     if (name_of(v, name, "\"circle\"") != "circle")
       fail(name, ": only \"circle\" is supported (got ", v.shown(), ")");
   } else {
-    std::string keys;
-    for (const CircleOption& declared : kCircleOptions) keys += std::string(declared.key) + ", ";
-    keys.resize(keys.size() - 2);
-    fail(key_named(name, key), " is not a Circle-RoPE option (expected ", keys, " or method)");
+    fail(key_named(name, key), " is not a Circle-RoPE option (expected ", keys_of(kCircleOptions, "method"), ")");
   }
 }
 
 void set_vision_option(VisionConfig& c, std::string_view key, const OptionValue& v, std::string_view name) {
-  if (key == "spatial_merge_size") {
-    c.spatial_merge_size = integer_of(v, name, "an integer >= 1");
-    if (c.spatial_merge_size < 1) fail(name, " must be an integer >= 1 (got ", c.spatial_merge_size, ")");
-  } else if (key == "tokens_per_second") {
-    const double tps = number_of(v, name, "a number > 0");
-    // Read in float32, like the reference: it must be finite there too.
-    if (!(std::isfinite(static_cast<float>(tps)) && tps > 0))
-      fail(name, " must be finite (in float32) and > 0 (got ", number_shown(tps), ")");
-    c.tokens_per_second = tps;
-  } else if (key == "vision_start_token_id") {
-    c.vision_start_token_id = integer_of(v, name, "an integer");
-  } else if (key == "image_token_id") {
-    c.image_token_id = integer_of(v, name, "an integer");
-  } else if (key == "video_token_id") {
-    c.video_token_id = integer_of(v, name, "an integer");
-  } else if (key == "time") {
-    try {
-      c.time = parse_time_mode(name_of(v, name, "\"seconds\" or \"index\""));
-    } catch (const Error& e) {
-      fail(name, ": ", e.what());
-    }
-  } else if (key == "compat") {
-    try {
-      c.compat = parse_compat(name_of(v, name, compat_names()));
-    } catch (const Error& e) {
-      fail(name, ": ", e.what());
-    }
-  } else {
-    fail(key_named(name, key), " is not a vision option (expected spatial_merge_size, tokens_per_second, "
-         "vision_start_token_id, image_token_id, video_token_id, time or compat)");
-  }
+  const VisionOption* option = find_vision_option(key);
+  if (!option) fail(key_named(name, key), " is not a vision option (expected ", keys_of(kVisionOptions), ")");
+  option->set(c, v, name);
 }
 
 void set_rotary_option(RotaryConfig& c, std::string_view key, const OptionValue& v, std::string_view name) {
-  if (key == "theta") {
-    const double theta = number_of(v, name, "a finite number > 0");
-    if (!(theta > 0)) fail(name, " must be a finite number > 0 (got ", number_shown(theta), ")");
-    c.theta = theta;
-  } else if (key == "rotary_dim") {
-    c.rotary_dim = int_of(integer_of(v, name, "an even integer in [2, 1024]"), name, 2, 1024);
-    if (c.rotary_dim % 2 != 0) fail(name, " must be an even integer in [2, 1024] (got ", c.rotary_dim, ")");
-  } else if (key == "layout") {
-    try {
-      c.layout = parse_frequency_layout(name_of(v, name, "chunked, interleaved or single"));
-    } catch (const Error& e) {
-      fail(name, ": ", e.what());
-    }
-  } else if (key == "sections") {
-    c.sections = sections_of(v, name);
-  } else {
-    fail(key_named(name, key), " is not a rotary option (expected theta, rotary_dim, layout or sections)");
-  }
+  const RotaryOption* option = find_rotary_option(key);
+  if (!option) fail(key_named(name, key), " is not a rotary option (expected ", keys_of(kRotaryOptions), ")");
+  option->set(c, v, name);
 }
 
 Scheme scheme_option(const OptionValue& v, std::string_view name) {
