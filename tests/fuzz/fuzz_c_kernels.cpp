@@ -340,6 +340,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int> in_dtype_value(targets.size()), out_dtype_value(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     in_dtype_value[i] = in.ConsumeIntegralInRange<int>(0, 63) == 0 ? pick_int(in, {-1, 3, 1, 2}) : targets[i].in.dtype;
+    // A valid value is the dtype the library reads the view with, so the view (its element size
+    // when placed, the oracle's decoding) takes it too; only an invalid value stays apart.
+    if (in_dtype_value[i] >= 0 && in_dtype_value[i] <= 2) targets[i].in.dtype = in_dtype_value[i];
     targets[i].out = targets[i].in;
     View& o = targets[i].out;
     const int mode = in.ConsumeIntegralInRange<int>(0, 9);
