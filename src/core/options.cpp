@@ -121,6 +121,17 @@ const std::string& name_of(const OptionValue& v, std::string_view name, std::str
   return v.as_text();
 }
 
+// A name read by `parse` (parse_time_mode, parse_compat, ...), its message prefixed by `name`.
+template <class Parse>
+auto parse_name(const OptionValue& v, std::string_view name, std::string_view what, Parse parse) {
+  const std::string& text = name_of(v, name, what);
+  try {
+    return parse(text);
+  } catch (const Error& e) {
+    fail(name, ": ", e.what());
+  }
+}
+
 bool is_text_like(const OptionValue& v) {
   return v.kind() == OptionValue::Kind::string || v.kind() == OptionValue::Kind::text;
 }
@@ -452,19 +463,11 @@ void detail::set_tokens_per_second(VisionConfig& c, const OptionValue& v, std::s
 }
 
 void detail::set_time(VisionConfig& c, const OptionValue& v, std::string_view name) {
-  try {
-    c.time = parse_time_mode(name_of(v, name, "\"seconds\" or \"index\""));
-  } catch (const Error& e) {
-    fail(name, ": ", e.what());
-  }
+  c.time = parse_name(v, name, "\"seconds\" or \"index\"", parse_time_mode);
 }
 
 void detail::set_compat(VisionConfig& c, const OptionValue& v, std::string_view name) {
-  try {
-    c.compat = parse_compat(name_of(v, name, compat_names()));
-  } catch (const Error& e) {
-    fail(name, ": ", e.what());
-  }
+  c.compat = parse_name(v, name, compat_names(), parse_compat);
 }
 
 // ----------------------------------------------------------- rotary options ---
@@ -482,11 +485,7 @@ void detail::set_rotary_dim(RotaryConfig& c, const OptionValue& v, std::string_v
 }
 
 void detail::set_frequency_layout(RotaryConfig& c, const OptionValue& v, std::string_view name) {
-  try {
-    c.layout = parse_frequency_layout(name_of(v, name, "chunked, interleaved or single"));
-  } catch (const Error& e) {
-    fail(name, ": ", e.what());
-  }
+  c.layout = parse_name(v, name, "chunked, interleaved or single", parse_frequency_layout);
 }
 
 void detail::set_sections(RotaryConfig& c, const OptionValue& v, std::string_view name) {
@@ -546,12 +545,7 @@ void set_rotary_option(RotaryConfig& c, std::string_view key, const OptionValue&
 }
 
 Scheme scheme_option(const OptionValue& v, std::string_view name) {
-  const std::string& text = name_of(v, name, "a scheme name (vanilla, unordered, mrope or circle)");
-  try {
-    return parse_scheme(text);
-  } catch (const Error& e) {
-    fail(name, ": ", e.what());
-  }
+  return parse_name(v, name, "a scheme name (vanilla, unordered, mrope or circle)", parse_scheme);
 }
 
 std::string radius_text(const CircleConfig& c) { return option_text(detail::radius_value(c)); }
