@@ -133,12 +133,14 @@ std::vector<unsigned char> random_bits(std::size_t elements, DType dtype, std::m
 
 // Contiguous rows take the vector path, dim-stride-2 rows the staged one; both round
 // y0 = x0 c - (x1 s) and y1 = x1 c + (x0 s) alike (kernel_impl.h), so the bits match.
+// Rotary dims above 256 take tiles of fewer tokens where the kernel re-lays the table
+// (kernel_impl.h, relay_rows): 386 (10 tokens a tile, a tail of one pair) and 1024 (4).
 TEST_P(RotaryPath, StagedAndVectorRowsGiveTheSameBits) {
   std::mt19937_64 rng(0x57A6ED);
-  constexpr std::int64_t S = 5, H = 3;
+  constexpr std::int64_t S = 11, H = 3;
   for (DType dtype : {DType::float32, DType::bfloat16, DType::float16})
     for (Pairing pairing : {Pairing::neox, Pairing::gptj})
-      for (int rot : {2, 30, 64, 94, 128, 250}) {
+      for (int rot : {2, 30, 64, 94, 128, 250, 386, 1024}) {
         RotaryConfig config;
         config.rotary_dim = rot;
         config.sections = {rot / 6, rot / 6, rot / 2 - 2 * (rot / 6)};

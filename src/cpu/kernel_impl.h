@@ -57,7 +57,7 @@ inline void load_row(const typename T::Storage* x, std::int64_t stride, float* a
     for (; i < n; ++i) a[i] = widen<T>(x[i * stride]);
     return;
   }
-  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32>)
+  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32> && !V::template kUnpackOrder<T>)
     for (; i + V::kLanes <= n; i += V::kLanes) V::template store<F32>(a + i, V::template load<T>(x + i));
   for (; i < n; ++i) a[i] = widen<T>(x[i]);
 }
@@ -69,7 +69,7 @@ inline void store_row(const float* r, typename T::Storage* y, std::int64_t strid
     for (; i < n; ++i) y[i * stride] = narrow<T>(r[i]);
     return;
   }
-  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32>)
+  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32> && !V::template kUnpackOrder<T>)
     for (; i + V::kLanes <= n; i += V::kLanes) V::template store<T>(y + i, V::load(r + i));
   for (; i < n; ++i) y[i] = narrow<T>(r[i]);
 }
@@ -183,6 +183,9 @@ inline void table_range(const TableJob& job, std::int64_t begin, std::int64_t en
 // ---- the vector path: rows of contiguous elements ---------------------------------------
 // In place is safe without staging: each step loads both elements of its pairs before
 // storing either, and steps touch disjoint elements.
+// A backend that holds T in unpack order (V::kUnpackOrder<T>, Avx2x16's bf16) reads the neox
+// table re-laid to match: cos then sin, each padded with zeros to a multiple of L lanes and
+// every L values in unpack order (relay_rows), so that its masked tail reads L whole lanes.
 // Always inlined into rotate_range's row step: a row is a few vector steps, and inlined, the
 // constants and pointers a call would set up again are kept across rows.
 template <class V, class T, Pairing P, bool kBackward, bool kStream>
@@ -195,11 +198,14 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     if constexpr (kBackward) return V::neg(s);
     else return s;
   };
+  constexpr bool kUnpack = V::template kUnpackOrder<T>;
+  constexpr bool kPairs = V::template kQuietPairs<T>;
   auto put = [](S* p, Vec v) {
     if constexpr (kStream) V::template stream1<T>(p, v);
     else V::template store<T>(p, v);
   };
   auto put2 = [](S* p, Vec a, Vec b) {
+    if constexpr (kPairs) V::quiet2(a, b);
     if constexpr (kStream) V::template stream2<T>(p, a, b);
     else V::template store2<T>(p, a, b);
   };
@@ -221,12 +227,20 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     for (; i + L <= half; i += L) {
       const Vec c = V::load(cosv + i), s = sine(V::load(sinv + i));
       const Vec a = V::template load<T>(x + i), b = V::template load<T>(x + half + i);
-      put(y + i, first(a, b, c, s));
-      put(y + half + i, second(a, b, c, s));
+      if constexpr (kPairs) {  // both outputs, then one NaN test for the two
+        Vec f = first(a, b, c, s), g = second(a, b, c, s);
+        V::quiet2(f, g);
+        put(y + i, f);
+        put(y + half + i, g);
+      } else {  // each output stored as soon as it is computed (faster for Avx2x16's fp32)
+        put(y + i, first(a, b, c, s));
+        put(y + half + i, second(a, b, c, s));
+      }
     }
     if (i < half) {  // the last 1..L-1 pairs, under a mask
       const auto m = V::first(half - i);
-      const Vec c = V::load(cosv + i, m), s = sine(V::load(sinv + i, m));
+      const Vec c = kUnpack ? V::load(cosv + i) : V::load(cosv + i, m);
+      const Vec s = sine(kUnpack ? V::load(sinv + i) : V::load(sinv + i, m));
       const Vec a = V::template load<T>(x + i, m), b = V::template load<T>(x + half + i, m);
       V::template store<T>(y + i, first(a, b, c, s), m);
       V::template store<T>(y + half + i, second(a, b, c, s), m);
@@ -241,8 +255,8 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     for (; i + L <= half; i += L) {  // L pairs: 2L elements
       const Vec c = V::load(cosv + i), s = sine(V::load(sinv + i));
       const Vec v0 = V::template load<T>(x + 2 * i), v1 = V::template load<T>(x + 2 * i + L);
-      put2(y + 2 * i, rotate_pairs(v0, V::dup_lo(c), V::dup_lo(s)),
-           rotate_pairs(v1, V::dup_hi(c), V::dup_hi(s)));
+      put2(y + 2 * i, rotate_pairs(v0, V::template dup_lo<T>(c), V::template dup_lo<T>(s)),
+           rotate_pairs(v1, V::template dup_hi<T>(c), V::template dup_hi<T>(s)));
     }
     if (i < half) {  // the last 1..L-1 pairs: 2..2L-2 elements in one or two masked vectors
       const int n = half - i;
@@ -250,10 +264,12 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
       const Vec c = V::load(cosv + i, m), s = sine(V::load(sinv + i, m));
       const int n0 = 2 * n < L ? 2 * n : L, n1 = 2 * n - n0;
       const Vec v0 = V::template load<T>(x + 2 * i, V::first(n0));
-      V::template store<T>(y + 2 * i, rotate_pairs(v0, V::dup_lo(c), V::dup_lo(s)), V::first(n0));
+      V::template store<T>(y + 2 * i, rotate_pairs(v0, V::template dup_lo<T>(c), V::template dup_lo<T>(s)),
+                           V::first(n0));
       if (n1 > 0) {
         const Vec v1 = V::template load<T>(x + 2 * i + L, V::first(n1));
-        V::template store<T>(y + 2 * i + L, rotate_pairs(v1, V::dup_hi(c), V::dup_hi(s)), V::first(n1));
+        V::template store<T>(y + 2 * i + L,
+                             rotate_pairs(v1, V::template dup_hi<T>(c), V::template dup_hi<T>(s)), V::first(n1));
       }
     }
   }
@@ -281,19 +297,48 @@ inline constexpr std::int64_t kPrefetchAhead = 4096;
   }
 }
 
+// The re-laid neox table of a tile (see rotate_row_fast): at most this many floats on the
+// stack, so a rotary dim above 256 takes tiles of fewer tokens.
+inline constexpr int kRelayFloats = kTileTokens * 256;
+
+// Table rows of tokens (tile_b[k], tile_s[k]), k < count, re-laid for V's unpack order:
+// row k at out + k * 2 * padded, cos then sin, `padded` (half rounded up to L) floats each.
+template <class V>
+void relay_rows(const float* table, std::int64_t seq, int half, int padded, const std::int64_t* tile_b,
+                const std::int64_t* tile_s, int count, float* out) {
+  constexpr int L = V::kLanes;
+  for (int k = 0; k < count; ++k) {
+    const float* row = table + (tile_b[k] * seq + tile_s[k]) * 2 * half;
+    for (int part = 0; part < 2; ++part) {
+      const float* from = row + part * half;
+      float* to = out + (2 * k + part) * padded;
+      for (int i = 0; i < half; i += L) {
+        const auto v = i + L <= half ? V::load(from + i) : V::load(from + i, V::first(half - i));
+        V::template store<F32>(to + i, V::unpack_order(v));
+      }
+    }
+  }
+}
+
 template <class V, class T, Pairing P, bool kBackward>
 void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   using S = typename T::Storage;
+  constexpr bool kRelay = P == Pairing::neox && V::template kUnpackOrder<T>;
   const int half = job.half;
   const std::int64_t seq = job.seq_len;
+  const int padded = (half + V::kLanes - 1) / V::kLanes * V::kLanes;
+  const std::int64_t tile_tokens =
+      kRelay && 2 * padded * kTileTokens > kRelayFloats ? kRelayFloats / (2 * padded) : kTileTokens;
+  alignas(64) float relaid[kRelay ? kRelayFloats : 1];
   std::int64_t tile_b[kTileTokens], tile_s[kTileTokens];
   bool streamed = false;
-  for (std::int64_t tile = begin; tile < end; tile += kTileTokens) {
-    const int count = static_cast<int>(end - tile < kTileTokens ? end - tile : kTileTokens);
+  for (std::int64_t tile = begin; tile < end; tile += tile_tokens) {
+    const int count = static_cast<int>(end - tile < tile_tokens ? end - tile : tile_tokens);
     for (int k = 0; k < count; ++k) {  // one division per token, not per row
       tile_b[k] = (tile + k) / seq;
       tile_s[k] = (tile + k) % seq;
     }
+    if constexpr (kRelay) relay_rows<V>(job.table, seq, half, padded, tile_b, tile_s, count, relaid);
     for (int ti = 0; ti < job.target_count; ++ti) {
       const TargetJob& t = job.targets[ti];
       const S* in = static_cast<const S*>(t.in);
@@ -322,8 +367,10 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
         if (prefetch_span) prefetch_bytes(reinterpret_cast<const char*>(x) + kPrefetchAhead, prefetch_span);
         if constexpr (V::template kVectorPath<T>) {
           if (fast) {
-            if (stream) rotate_row_fast<V, T, P, kBackward, true>(cs, cs + half, half, x, y);
-            else rotate_row_fast<V, T, P, kBackward, false>(cs, cs + half, half, x, y);
+            const float* cosv = kRelay ? relaid + k * 2 * padded : cs;
+            const float* sinv = kRelay ? cosv + padded : cs + half;
+            if (stream) rotate_row_fast<V, T, P, kBackward, true>(cosv, sinv, half, x, y);
+            else rotate_row_fast<V, T, P, kBackward, false>(cosv, sinv, half, x, y);
             if (pass_through)
               std::memcpy(y + 2 * half, x + 2 * half,
                           static_cast<std::size_t>(t.head_dim - 2 * half) * sizeof(S));
