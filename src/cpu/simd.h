@@ -203,10 +203,10 @@ struct Avx2x16 {
   // Every NaN lane becomes convert.h's canonical NaN. The fp32 stores and the masked stores
   // start with it. The 16-bit types quiet in pairs (kQuietPairs): two unordered compares of
   // halves tell whether any of a step's 32 output lanes is NaN, and the blends run only then.
-  // Measured on a Zen 3 (the step alone, L1-resident rows, fastest of 24 runs): bf16 22.7 ->
-  // 14.2 cycles per 32 elements with the unpack order above, fp16 9.7 -> 8.2; fp32 is kept
-  // as it was, blending every vector and storing each as soon as it is computed, which
-  // measured faster for it than the pair.
+  // Measured on a Zen 3 by bench/step_cycles.cpp (the step alone, cycles per 32 elements):
+  // bf16 17.8-20.5 -> 12.5-13.6 together with the unpack order above, fp16 9.3-11.7 ->
+  // 8.9-10.7. fp32 is kept as it was, blending every vector and storing each as soon as it
+  // is computed: paired, it took 11.5-13.8 against 8.5-12.0.
   template <class T>
   static constexpr bool kQuietPairs = !std::is_same_v<T, F32>;
   static __m256 quiet8(__m256 v) {
