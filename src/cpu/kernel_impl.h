@@ -300,6 +300,7 @@ inline constexpr std::int64_t kPrefetchAhead = 4096;
 // The re-laid neox table of a tile (see rotate_row_fast): at most this many floats on the
 // stack, so a rotary dim above 256 takes tiles of fewer tokens.
 inline constexpr int kRelayFloats = kTileTokens * 256;
+static_assert(kRelayFloats >= kMaxRotaryDim + 2 * 16, "a tile must hold one re-laid row of the largest rotary dim");
 
 // Table rows of tokens (tile_b[k], tile_s[k]), k < count, re-laid for V's unpack order:
 // row k at out + k * 2 * padded, cos then sin, `padded` (half rounded up to L) floats each.
