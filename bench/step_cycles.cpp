@@ -1,6 +1,6 @@
-// The avx2 rotation step alone: rotate_row_fast (src/cpu/kernel_impl.h) over 18 in-place neox
-// rows of 128 elements (one token of Qwen2.5-VL-3B's q and k), L1-resident, forward, for each
-// dtype; prints the fastest of 24 timings as nanoseconds and as cycles per 32 elements, the
+// The avx2 rotation step alone: rotate_row_fast (src/cpu/kernel_impl.h) over 18 in-place rows
+// of 128 elements (one token of Qwen2.5-VL-3B's q and k), L1-resident, forward, for each dtype
+// and pairing (neox, gptj); prints the fastest of 24 timings as nanoseconds and as cycles per 32 elements, the
 // cycles from a clock estimated here by a chain of dependent adds. It isolates the vector
 // step from the row set-up, tiling, threads and memory that `circlerope bench rotary` times,
 // which is how docs/simd.md found where the bf16 step's time went. Not part of the build (it
@@ -41,25 +41,25 @@ double clock_hz() {
 }
 
 // Nanoseconds per 32 elements of one timing of kReps passes over the rows.
-template <class T>
+template <class T, Pairing P>
 double time_step(std::vector<typename T::Storage>& x, const float* cosv, const float* sinv) {
   const auto t0 = Clock::now();
   for (int r = 0; r < kReps; ++r)
     for (int k = 0; k < kRows; ++k) {
       typename T::Storage* row = x.data() + k * 2 * kHalf;
-      rotate_row_fast<Avx2x16, T, Pairing::neox, false, false>(cosv, sinv, kHalf, row, row);
+      rotate_row_fast<Avx2x16, T, P, false, false>(cosv, sinv, kHalf, row, row);
       asm volatile("" ::: "memory");
     }
   return seconds_since(t0) * 1e9 / (double(kReps) * kRows * 2 * kHalf / 32);
 }
 
-template <class T>
+template <class T, Pairing P>
 double fastest(int timings) {
   std::vector<typename T::Storage> x(kRows * 2 * kHalf);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = narrow<T>(0.001f * static_cast<float>(i % 977));
   // One token's table row, cos then sin of real angles, so that repeated rotation keeps the
   // rows' magnitude (a table with cos^2 + sin^2 < 1 would decay them into subnormals and
-  // zeros); re-laid as the kernel re-lays it when the backend holds T in unpack order.
+  // zeros); for neox re-laid as the kernel re-lays it when the backend holds T in split order.
   std::vector<float> table(2 * kHalf), relaid(2 * kHalf);
   for (int i = 0; i < kHalf; ++i) {
     table[i] = std::cos(0.37f * static_cast<float>(i + 1));
@@ -67,14 +67,14 @@ double fastest(int timings) {
   }
   const float* cosv = table.data();
   const float* sinv = table.data() + kHalf;
-  if constexpr (Avx2x16::kUnpackOrder<T>) {
+  if constexpr (P == Pairing::neox && Avx2x16::kSplitOrder<T>) {
     const std::int64_t b = 0, s = 0;
     relay_rows<Avx2x16>(table.data(), 1, kHalf, kHalf, &b, &s, 1, relaid.data());
     cosv = relaid.data();
     sinv = relaid.data() + kHalf;
   }
   double best = 1e30;
-  for (int t = 0; t < timings; ++t) best = std::min(best, time_step<T>(x, cosv, sinv));
+  for (int t = 0; t < timings; ++t) best = std::min(best, time_step<T, P>(x, cosv, sinv));
   return best;
 }
 
@@ -83,9 +83,12 @@ double fastest(int timings) {
 int main() {
   const double hz = clock_hz();
   std::printf("clock estimate %.2f GHz\n", hz * 1e-9);
-  const double ns[3] = {fastest<F32>(24), fastest<BF16>(24), fastest<F16>(24)};
+  const double ns[2][3] = {{fastest<F32, Pairing::neox>(24), fastest<BF16, Pairing::neox>(24), fastest<F16, Pairing::neox>(24)},
+                           {fastest<F32, Pairing::gptj>(24), fastest<BF16, Pairing::gptj>(24), fastest<F16, Pairing::gptj>(24)}};
   const char* names[3] = {"float32", "bfloat16", "float16"};
-  for (int d = 0; d < 3; ++d)
-    std::printf("%-9s %.2f ns, %.1f cycles per 32 elements (fastest of 24)\n", names[d], ns[d], ns[d] * 1e-9 * hz);
+  for (int p = 0; p < 2; ++p)
+    for (int d = 0; d < 3; ++d)
+      std::printf("%s %-9s %.2f ns, %.1f cycles per 32 elements (fastest of 24)\n", p ? "gptj" : "neox", names[d],
+                  ns[p][d], ns[p][d] * 1e-9 * hz);
   return 0;
 }

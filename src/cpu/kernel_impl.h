@@ -57,7 +57,7 @@ inline void load_row(const typename T::Storage* x, std::int64_t stride, float* a
     for (; i < n; ++i) a[i] = widen<T>(x[i * stride]);
     return;
   }
-  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32> && !V::template kUnpackOrder<T>)
+  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32> && !V::template kSplitOrder<T>)
     for (; i + V::kLanes <= n; i += V::kLanes) V::template store<F32>(a + i, V::template load<T>(x + i));
   for (; i < n; ++i) a[i] = widen<T>(x[i]);
 }
@@ -69,7 +69,7 @@ inline void store_row(const float* r, typename T::Storage* y, std::int64_t strid
     for (; i < n; ++i) y[i * stride] = narrow<T>(r[i]);
     return;
   }
-  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32> && !V::template kUnpackOrder<T>)
+  if constexpr (V::template kVectorPath<T> && !std::is_same_v<T, F32> && !V::template kSplitOrder<T>)
     for (; i + V::kLanes <= n; i += V::kLanes) V::template store<T>(y + i, V::load(r + i));
   for (; i < n; ++i) y[i] = narrow<T>(r[i]);
 }
@@ -183,9 +183,9 @@ inline void table_range(const TableJob& job, std::int64_t begin, std::int64_t en
 // ---- the vector path: rows of contiguous elements ---------------------------------------
 // In place is safe without staging: each step loads both elements of its pairs before
 // storing either, and steps touch disjoint elements.
-// A backend that holds T in unpack order (V::kUnpackOrder<T>, Avx2x16's bf16) reads the neox
+// A backend that holds T in split order (V::kSplitOrder<T>, Avx2x16's bf16) reads the neox
 // table re-laid to match: cos then sin, each padded with zeros to a multiple of L lanes and
-// every L values in unpack order (relay_rows), so that its masked tail reads L whole lanes.
+// every L values in split order (relay_rows), so that its masked tail reads L whole lanes.
 // Always inlined into rotate_range's row step: a row is a few vector steps, and inlined, the
 // constants and pointers a call would set up again are kept across rows.
 template <class V, class T, Pairing P, bool kBackward, bool kStream>
@@ -198,7 +198,7 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     if constexpr (kBackward) return V::neg(s);
     else return s;
   };
-  constexpr bool kUnpack = V::template kUnpackOrder<T>;
+  constexpr bool kSplit = V::template kSplitOrder<T>;
   constexpr bool kPairs = V::template kQuietPairs<T>;
   auto put = [](S* p, Vec v) {
     if constexpr (kStream) V::template stream1<T>(p, v);
@@ -239,8 +239,8 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     }
     if (i < half) {  // the last 1..L-1 pairs, under a mask
       const auto m = V::first(half - i);
-      const Vec c = kUnpack ? V::load(cosv + i) : V::load(cosv + i, m);
-      const Vec s = sine(kUnpack ? V::load(sinv + i) : V::load(sinv + i, m));
+      const Vec c = kSplit ? V::load(cosv + i) : V::load(cosv + i, m);
+      const Vec s = sine(kSplit ? V::load(sinv + i) : V::load(sinv + i, m));
       const Vec a = V::template load<T>(x + i, m), b = V::template load<T>(x + half + i, m);
       V::template store<T>(y + i, first(a, b, c, s), m);
       V::template store<T>(y + half + i, second(a, b, c, s), m);
@@ -249,7 +249,7 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
     // and flip the sign of sin on the even element: y = x c + swap(x) (-s, s).
     auto rotate_pairs = [&](Vec v, Vec c, Vec s) {
-      return V::fmadd(v, c, V::mul(V::swap_pairs(v), V::flip_even(s)));
+      return V::fmadd(v, c, V::mul(V::template swap_pairs<T>(v), V::template flip_even<T>(s)));
     };
     int i = 0;
     for (; i + L <= half; i += L) {  // L pairs: 2L elements
@@ -302,7 +302,7 @@ inline constexpr std::int64_t kPrefetchAhead = 4096;
 inline constexpr int kRelayFloats = kTileTokens * 256;
 static_assert(kRelayFloats >= kMaxRotaryDim + 2 * 16, "a tile must hold one re-laid row of the largest rotary dim");
 
-// Table rows of tokens (tile_b[k], tile_s[k]), k < count, re-laid for V's unpack order:
+// Table rows of tokens (tile_b[k], tile_s[k]), k < count, re-laid for V's split order:
 // row k at out + k * 2 * padded, cos then sin, `padded` (half rounded up to L) floats each.
 template <class V>
 void relay_rows(const float* table, std::int64_t seq, int half, int padded, const std::int64_t* tile_b,
@@ -315,7 +315,7 @@ void relay_rows(const float* table, std::int64_t seq, int half, int padded, cons
       float* to = out + (2 * k + part) * padded;
       for (int i = 0; i < half; i += L) {
         const auto v = i + L <= half ? V::load(from + i) : V::load(from + i, V::first(half - i));
-        V::template store<F32>(to + i, V::unpack_order(v));
+        V::template store<F32>(to + i, V::split_order(v));
       }
     }
   }
@@ -324,7 +324,7 @@ void relay_rows(const float* table, std::int64_t seq, int half, int padded, cons
 template <class V, class T, Pairing P, bool kBackward>
 void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   using S = typename T::Storage;
-  constexpr bool kRelay = P == Pairing::neox && V::template kUnpackOrder<T>;
+  constexpr bool kRelay = P == Pairing::neox && V::template kSplitOrder<T>;
   const int half = job.half;
   const std::int64_t seq = job.seq_len;
   const int padded = (half + V::kLanes - 1) / V::kLanes * V::kLanes;

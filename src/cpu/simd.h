@@ -17,7 +17,7 @@
 //
 // Semantics every backend implements identically (the tests hold them to bit identity):
 //  - load<T>(p) widens L elements of storage T to fp32 exactly, in T's lane order (element
-//    order, except kUnpackOrder<T>: see Avx2x16); load<T>(p, m) reads only the first m
+//    order, except kSplitOrder<T>: see Avx2x16); load<T>(p, m) reads only the first m
 //    elements and sets the other lanes to +0.
 //  - store<T>(p, v) rounds to T to nearest even (bf16: the integer rounding of convert.h;
 //    fp16: F16C's), taking v in T's lane order, after every NaN lane has been made the
@@ -27,7 +27,8 @@
 //    stream2) leave the NaN rule to quiet2(a, b), which the kernel runs on every step's two
 //    output vectors before storing them; masked stores always see to it themselves.
 //  - fmadd(a, b, c) = a*b + c and fmsub(a, b, c) = a*b - c with one rounding (FMA), mul one.
-//  - dup_lo<T> / dup_hi<T> / swap_pairs / flip_even: the lane shuffles of the gptj pairing.
+//  - dup_lo<T> / dup_hi<T> / swap_pairs<T> / flip_even<T>: the lane shuffles of the gptj
+//    pairing, in T's lane order.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +73,7 @@ struct Generic {
   template <class T>
   static constexpr bool kVectorPath = std::is_same_v<T, F32>;
   template <class T>
-  static constexpr bool kUnpackOrder = false;  // lanes in element order (see Avx2x16)
+  static constexpr bool kSplitOrder = false;  // lanes in element order (see Avx2x16)
   template <class T>
   static constexpr bool kQuietPairs = false;  // every store quiets its own vector
   using Vec = float __attribute__((vector_size(32)));
@@ -129,8 +130,8 @@ struct Generic {
   static Vec neg(Vec a) { return -a; }
   template <class T> static Vec dup_lo(Vec c) { return __builtin_shufflevector(c, c, 0, 0, 1, 1, 2, 2, 3, 3); }
   template <class T> static Vec dup_hi(Vec c) { return __builtin_shufflevector(c, c, 4, 4, 5, 5, 6, 6, 7, 7); }
-  static Vec swap_pairs(Vec v) { return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6); }
-  static Vec flip_even(Vec v) {
+  template <class T> static Vec swap_pairs(Vec v) { return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6); }
+  template <class T> static Vec flip_even(Vec v) {
     const Vec sign = {-1, 1, -1, 1, -1, 1, -1, 1};
     return v * sign;
   }
@@ -163,31 +164,33 @@ struct Avx2x16 {
             n > 8 ? _mm256_maskload_ps(p + 8, lanes8(n - 8)) : _mm256_setzero_ps()};
   }
 
-  // bf16 vectors are held in unpack order: `lo` has elements 0-3 and 8-11, `hi` 4-7 and
-  // 12-15, which is what one in-lane unpack of sixteen loaded bf16 against zero gives, and
-  // what one in-lane pack of the two rounded halves puts back in order. Widening and narrowing
-  // then cross no 128-bit lane (VPMOVZXWD and VPERMQ did; see kQuietPairs for the measured
-  // effect). The kernel reads its neox table re-laid to match (relay_rows in kernel_impl.h)
-  // and duplicates gptj's cos/sin to match (dup_lo / dup_hi).
+  // bf16 vectors are held in split order: `lo` has the even elements 0, 2, .., 14 and `hi`
+  // the odd ones, which is where sixteen loaded bf16 already sit in the 32-bit lanes: a shift
+  // widens the even ones and a mask the odd ones, and narrow16_bf16 rounds and interleaves
+  // them back with 16-bit operations. Nothing crosses a 128-bit lane (VPMOVZXWD and VPERMQ
+  // did; see kQuietPairs and narrow16_bf16 for the measured effects). The kernel reads its
+  // neox table re-laid to match (relay_rows in kernel_impl.h); for gptj the even elements are
+  // the pairs' first elements and the odd ones their second, so its shuffles only pick halves.
   template <class T>
-  static constexpr bool kUnpackOrder = std::is_same_v<T, BF16>;
+  static constexpr bool kSplitOrder = std::is_same_v<T, BF16>;
   template <class T>
   static Vec load(const typename T::Storage* p) {
     if constexpr (std::is_same_v<T, F32>) {
       return load(p);
     } else if constexpr (std::is_same_v<T, BF16>) {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      const __m256i zero = _mm256_setzero_si256();
-      return {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, h)),
-              _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, h))};
+      return {_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)),
+              _mm256_castsi256_ps(_mm256_and_si256(h, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))))};
     } else {
       return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
               _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
     }
   }
-  // Sixteen table values (natural order) in unpack order.
-  static Vec unpack_order(Vec v) {
-    return {_mm256_permute2f128_ps(v.lo, v.hi, 0x20), _mm256_permute2f128_ps(v.lo, v.hi, 0x31)};
+  // Sixteen table values (natural order) in split order.
+  static Vec split_order(Vec v) {
+    const __m256 even = _mm256_shuffle_ps(v.lo, v.hi, 0x88), odd = _mm256_shuffle_ps(v.lo, v.hi, 0xDD);
+    return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)),
+            _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8))};
   }
   template <class T>
   static Vec load(const typename T::Storage* p, Mask n) {
@@ -204,7 +207,7 @@ struct Avx2x16 {
   // start with it. The 16-bit types quiet in pairs (kQuietPairs): two unordered compares of
   // halves tell whether any of a step's 32 output lanes is NaN, and the blends run only then.
   // Measured on a Zen 3 by bench/step_cycles.cpp (the step alone, cycles per 32 elements):
-  // bf16 17.8-20.5 -> 12.5-13.6 together with the unpack order above, fp16 9.3-11.7 ->
+  // bf16 17.8-20.5 -> 12.5-13.6 together with an in-lane layout, fp16 9.3-11.7 ->
   // 8.9-10.7. fp32 is kept as it was, blending every vector and storing each as soon as it
   // is computed: paired, it took 11.5-13.8 against 8.5-12.0.
   template <class T>
@@ -227,15 +230,20 @@ struct Avx2x16 {
     else return quiet(v);
   }
 
-  // bf16 rounding of eight lanes, as 32-bit lanes whose upper halves are zero (see Avx512).
-  static __m256i round8_bf16(__m256 v) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd), 16);
+  // Sixteen bf16 in element order from split order, rounded to nearest even as convert.h
+  // rounds (hi16 + carry, carry = lo16 + 0x7FFF + (hi16 & 1) >= 2^16) but on 16-bit words:
+  // two blends gather the upper words of all sixteen floats, already interleaved, and their
+  // lower words; VPAVGW(lo16, 0x7FFE + (hi16 & 1)) = (lo16 + 0x7FFF + (hi16 & 1)) >> 1 without
+  // overflow, so its top bit is the carry. 9 operations per 16 floats where rounding 32-bit
+  // lanes and packing took 11. Measured (bench/step_cycles.cpp, bf16 cycles per 32 elements,
+  // Zen 3): 12.0-12.6 -> 10.9-11.5.
+  static __m256i narrow16_bf16(Vec v) {
+    const __m256i even = _mm256_castps_si256(v.lo), odd = _mm256_castps_si256(v.hi);
+    const __m256i upper = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xAA);
+    const __m256i lower = _mm256_blend_epi16(even, _mm256_slli_epi32(odd, 16), 0xAA);
+    const __m256i bias = _mm256_or_si256(_mm256_and_si256(upper, _mm256_set1_epi16(1)), _mm256_set1_epi16(0x7FFE));
+    return _mm256_add_epi16(upper, _mm256_srli_epi16(_mm256_avg_epu16(lower, bias), 15));
   }
-  // Sixteen bf16 in order from unpack order: one in-lane pack of both halves (lanes fit 16
-  // bits: no saturation).
-  static __m256i narrow16_bf16(Vec v) { return _mm256_packus_epi32(round8_bf16(v.lo), round8_bf16(v.hi)); }
 
   template <class T>
   static void store(typename T::Storage* p, Vec v) {
@@ -316,24 +324,34 @@ struct Avx2x16 {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     return {_mm256_xor_ps(a.lo, sign), _mm256_xor_ps(a.hi, sign)};
   }
-  // [c0 c0 c1 c1 ... c7 c7] from the lower eight lanes, [c8 c8 ... c15 c15] from the upper,
-  // in T's lane order: in unpack order the pairs of `lo` are 0, 1, 4, 5 and of `hi` 2, 3, 6, 7.
+  // The cos or sin of eight pairs (c: the lower or upper eight lanes) over the sixteen
+  // elements of those pairs, in T's lane order: in element order [c0 c0 c1 c1 ... c7 c7]; in
+  // split order both halves are c, as `lo` holds the pairs' first elements and `hi` their
+  // second.
   template <class T>
   static Vec dup8(__m256 c) {
-    if constexpr (kUnpackOrder<T>)
-      return {_mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5)),
-              _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7))};
+    if constexpr (kSplitOrder<T>)
+      return {c, c};
     else
       return {_mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
               _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))};
   }
   template <class T> static Vec dup_lo(Vec c) { return dup8<T>(c.lo); }
   template <class T> static Vec dup_hi(Vec c) { return dup8<T>(c.hi); }
-  static Vec swap_pairs(Vec v) { return {_mm256_permute_ps(v.lo, 0xB1), _mm256_permute_ps(v.hi, 0xB1)}; }
+  template <class T>
+  static Vec swap_pairs(Vec v) {
+    if constexpr (kSplitOrder<T>) return {v.hi, v.lo};
+    else return {_mm256_permute_ps(v.lo, 0xB1), _mm256_permute_ps(v.hi, 0xB1)};
+  }
+  template <class T>
   static Vec flip_even(Vec v) {
-    const __m256 sign = _mm256_castsi256_ps(_mm256_setr_epi32(
-        INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0));
-    return {_mm256_xor_ps(v.lo, sign), _mm256_xor_ps(v.hi, sign)};
+    if constexpr (kSplitOrder<T>) {
+      return {_mm256_xor_ps(v.lo, _mm256_set1_ps(-0.0f)), v.hi};
+    } else {
+      const __m256 sign = _mm256_castsi256_ps(_mm256_setr_epi32(
+          INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0));
+      return {_mm256_xor_ps(v.lo, sign), _mm256_xor_ps(v.hi, sign)};
+    }
   }
 };
 #endif  // AVX2
@@ -347,7 +365,7 @@ struct Avx512 {
   template <class T>
   static constexpr bool kVectorPath = true;
   template <class T>
-  static constexpr bool kUnpackOrder = false;  // lanes in element order (see Avx2x16)
+  static constexpr bool kSplitOrder = false;  // lanes in element order (see Avx2x16)
   template <class T>
   static constexpr bool kQuietPairs = false;  // every store quiets its own vector
   using Vec = __m512;
@@ -495,8 +513,8 @@ struct Avx512 {
     return _mm512_permutexvar_ps(
         _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), c);
   }
-  static Vec swap_pairs(Vec v) { return _mm512_permute_ps(v, 0xB1); }
-  static Vec flip_even(Vec v) {
+  template <class T> static Vec swap_pairs(Vec v) { return _mm512_permute_ps(v, 0xB1); }
+  template <class T> static Vec flip_even(Vec v) {
     return _mm512_castsi512_ps(_mm512_xor_si512(
         _mm512_castps_si512(v), _mm512_set1_epi64(static_cast<long long>(0x0000000080000000ull))));
   }
