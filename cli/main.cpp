@@ -573,7 +573,7 @@ struct BenchRotaryCommand : Command {
   std::string format = "table", isa = "all", seconds = "0.25", threads = "0";
   std::vector<std::string> seq_lens = {"1024", "4096", "16384"};
   std::vector<std::string> dtypes = {"float32", "bfloat16"};
-  std::string plot, copy_mib = "256", prefetch = "automatic";
+  std::string plot, copy_mib = "256", prefetch = "automatic", pairing = "neox";
 
   void add(CLI::App& bench) {
     app = bench.add_subcommand("rotary", "rotation on Qwen2.5-VL-3B shapes: GB/s against this machine's copy bandwidth");
@@ -587,6 +587,7 @@ struct BenchRotaryCommand : Command {
     app->add_option("--plot", plot, "also write a bar chart (SVG file)");
     app->add_option("--prefetch", prefetch,
                     "software prefetch: automatic (by size), on, off, or compare (off and on alternately) [automatic]");
+    app->add_option("--pairing", pairing, "rotation pairs: neox (Qwen's, halves) or gptj (adjacent elements) [neox]");
   }
 
   int run() override {
@@ -601,6 +602,7 @@ struct BenchRotaryCommand : Command {
       options.seq_lens.push_back(static_cast<std::int64_t>(parse_unsigned(seq, "--seq-lens", 1, 1 << 20)));
     options.dtypes.clear();
     for (const std::string& d : dtypes) options.dtypes.push_back(parse_dtype(d));
+    options.pairing = parse_pairing(pairing);
     if (isa != "all") options.isas = {parse_isa(isa)};
     options.copy_mib = static_cast<int>(parse_unsigned(copy_mib, "--copy-mib", 1, 4096));
     options.prefetch_compare = prefetch == "compare";

@@ -396,6 +396,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
                 params.direction = direction;
                 params.threads = o.threads;
                 params.isa = isa;
+                params.pairing = o.pairing;
                 params.prefetch = o.prefetch_compare ? (v == 0 ? Prefetch::off : Prefetch::on) : o.prefetch;
                 times[v].push_back(1e-9 * median_ns([&] { rotate(table, targets, params); }, slice));
                 ratios[v].push_back(base_s / times[v].back());
@@ -408,6 +409,7 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
               const Prefetch prefetch = o.prefetch_compare ? (v == 0 ? Prefetch::off : Prefetch::on) : o.prefetch;
               json row = {{"path", to_string(isa)},
                           {"dtype", to_string(dtype)},
+                          {"pairing", to_string(o.pairing)},
                           {"seq_len", seq},
                           {"direction", to_string(direction)},
                           {"mode", in_place ? "in-place" : "out-of-place"},
@@ -442,7 +444,9 @@ json bench_rotary(const RotaryBenchOptions& o, std::ostream& err) {
   json paths = json::array();
   for (Isa isa : isas) paths.push_back(to_string(isa));
   return json{{"benchmark", "rotary"},
-              {"shape", "Qwen2.5-VL-3B: batch 1, Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6, chunked neox"},
+              {"shape", "Qwen2.5-VL-3B: batch 1, Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6, chunked " +
+                            std::string(to_string(o.pairing))},
+              {"pairing", to_string(o.pairing)},
               {"paths", paths},
               {"automatic", to_string(chosen.isa)},
               {"automatic_reason", chosen.reason},

@@ -26,6 +26,7 @@ struct RotaryBenchOptions {
   int copy_mib = 256;  // size of the machine-wide copy streams; far beyond the caches by default
   Prefetch prefetch = Prefetch::automatic;  // the rotation's software prefetch
   bool prefetch_compare = false;  // measure every row without and with prefetch, alternately
+  Pairing pairing = Pairing::neox;  // Qwen's is neox
 };
 
 // Qwen2.5-VL-3B attention shapes (Hq 16, Hk 2, head dim 128, sections 16/24/24, theta 1e6,

@@ -285,8 +285,10 @@ TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
   // paths x 3 dtypes x forward/backward x in place/out of place
   ASSERT_EQ(b["results"].size(), 12u * available.size());
   EXPECT_EQ(b["prefetch"], "automatic");
+  EXPECT_EQ(b["pairing"], "neox");
   for (const json& row : b["results"]) {
     EXPECT_EQ(row["prefetch"], "automatic");
+    EXPECT_EQ(row["pairing"], "neox");
     for (const char* key : {"path", "dtype", "seq_len", "direction", "mode", "ms", "gbps", "copy_gbps", "baseline", "fraction"})
       EXPECT_TRUE(row.contains(key)) << key;
     EXPECT_GT(row["ms"].get<double>(), 0);
@@ -305,6 +307,22 @@ TEST_F(Cli, BenchRotaryJsonHasEveryRowAndField) {
     }
   }
   EXPECT_GT(b["copy_gbps"].get<double>(), 0);
+}
+
+// --pairing gptj times the adjacent-pairs rotation and says so in the shape and every row.
+TEST_F(Cli, BenchRotaryTimesTheChosenPairing) {
+  const Outcome r = run("bench rotary --seq-lens 8 --dtypes float32 bfloat16 float16 --min-seconds 0.001 --copy-mib 1 "
+                        "--path automatic --pairing gptj --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json b = json::parse(r.out);
+  EXPECT_EQ(b["pairing"], "gptj");
+  EXPECT_THAT(b["shape"].get<std::string>(), HasSubstr("chunked gptj"));
+  ASSERT_EQ(b["results"].size(), 12u);
+  for (const json& row : b["results"]) EXPECT_EQ(row["pairing"], "gptj");
+  const Outcome table = run("bench rotary --seq-lens 8 --dtypes float32 --min-seconds 0.001 --copy-mib 1 "
+                            "--path automatic --pairing gptj");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("chunked gptj"));
 }
 
 // --prefetch compare: each row twice, without and with prefetch, measured in the same rounds
@@ -680,6 +698,7 @@ TEST_F(Cli, InvalidInvocationsAreRejectedOnOneLine) {
       {"check --rounds 0", "--rounds must be an integer in [1, 1000] (got '0')"},
       {"bench rotary --copy-mib 0", "--copy-mib must be an integer in [1, 4096] (got '0')"},
       {"bench rotary --prefetch always", "--prefetch 'always' is not one of automatic, on, off, compare"},
+      {"bench rotary --pairing rope", "unknown pairing 'rope' (expected neox or gptj)"},
       {"frobnicate", "unknown command 'frobnicate'"},
       {"", "subcommand"},
   };
@@ -821,6 +840,7 @@ TEST_F(Cli, EmptyValuesAndEmptyListItemsAreRefused) {
       {"bench rotary --plot ''", "--plot is empty"},
       {"bench rotary --dtypes ''", "--dtypes is empty"},
       {"bench rotary --path ''", "--path is empty"},
+      {"bench rotary --pairing ''", "--pairing is empty"},
       {"demo --out ''", "--out is empty"},
       {"check --seed ''", "--seed is empty"},
   };
@@ -911,7 +931,7 @@ TEST_F(Cli, RandomBytesThroughEveryTextFlagGiveOneCleanLine) {
       "positions --layout text:2 --move-to-positive {}", "positions --request {}", "plan --plan {} --layers 4",
       "plan --layers {}", "ptd --layout text:2,image:2x2 --schemes {}", "ptd --layout text:2 --sections {}",
       "ptd --layout text:2 --freq-layout {}", "ptd --layout text:2 --theta {}", "ptd --layout text:2 --rotary-dim {}",
-      "plot --layout text:2 --out {}", "bench rotary --dtypes {}", "bench rotary --path {}", "check --seed {}",
+      "plot --layout text:2 --out {}", "bench rotary --dtypes {}", "bench rotary --path {}", "bench rotary --pairing {}", "check --seed {}",
       "{}"};
   std::mt19937_64 random(1919);
   for (const std::string& command : commands)
