@@ -186,6 +186,9 @@ inline void table_range(const TableJob& job, std::int64_t begin, std::int64_t en
 // A backend that holds T in split order (V::kSplitOrder<T>, Avx2x16's bf16) reads the neox
 // table re-laid to match: cos then sin, each padded with zeros to a multiple of L lanes and
 // every L values in split order (relay_rows), so that its masked tail reads L whole lanes.
+// Where V::kDupTable<T> (Avx2x16's fp16), gptj reads its table re-laid with every
+// cos and sin repeated over its pair's two elements and the sin of each first element negated
+// (relay_rows), so that a step loads what it would otherwise shuffle into place.
 // Always inlined into rotate_range's row step: a row is a few vector steps, and inlined, the
 // constants and pointers a call would set up again are kept across rows.
 template <class V, class T, Pairing P, bool kBackward, bool kStream>
@@ -199,6 +202,7 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     else return s;
   };
   constexpr bool kSplit = V::template kSplitOrder<T>;
+  constexpr bool kDup = P == Pairing::gptj && V::template kDupTable<T>;
   constexpr bool kPairs = V::template kQuietPairs<T>;
   auto put = [](S* p, Vec v) {
     if constexpr (kStream) V::template stream1<T>(p, v);
@@ -246,30 +250,42 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
       V::template store<T>(y + half + i, second(a, b, c, s), m);
     }
   } else {
-    // Pairs are adjacent: duplicate each cos/sin over its pair, swap the pair's elements,
-    // and flip the sign of sin on the even element: y = x c + swap(x) (-s, s).
-    auto rotate_pairs = [&](Vec v, Vec c, Vec s) {
-      return V::fmadd(v, c, V::mul(V::template swap_pairs<T>(v), V::template flip_even<T>(s)));
+    // Pairs are adjacent: each cos/sin over its pair's two elements, the pair's elements
+    // swapped, and the sign of sin flipped on the first element: y = x c + swap(x) (-s, s).
+    auto rotate_pairs = [](Vec v, Vec c, Vec flipped_s) {
+      return V::fmadd(v, c, V::mul(V::template swap_pairs<T>(v), flipped_s));
+    };
+    // The cos and sin of pairs i .. i + n - 1 (n <= L) over their 2n elements, as the two
+    // vectors of those elements: read from the duplicated table (kDup), or duplicated here.
+    struct Tables {
+      Vec c0, s0, c1, s1;
+    };
+    auto tables = [&](int i, int n) {
+      if constexpr (kDup) {  // padded with zeros to whole vectors: no mask needed
+        return Tables{V::load(cosv + 2 * i), sine(V::load(sinv + 2 * i)), V::load(cosv + 2 * i + L),
+                      sine(V::load(sinv + 2 * i + L))};
+      } else {
+        const Vec c = n == L ? V::load(cosv + i) : V::load(cosv + i, V::first(n));
+        const Vec s = sine(n == L ? V::load(sinv + i) : V::load(sinv + i, V::first(n)));
+        return Tables{V::template dup_lo<T>(c), V::template flip_even<T>(V::template dup_lo<T>(s)),
+                      V::template dup_hi<T>(c), V::template flip_even<T>(V::template dup_hi<T>(s))};
+      }
     };
     int i = 0;
     for (; i + L <= half; i += L) {  // L pairs: 2L elements
-      const Vec c = V::load(cosv + i), s = sine(V::load(sinv + i));
+      const Tables t = tables(i, L);
       const Vec v0 = V::template load<T>(x + 2 * i), v1 = V::template load<T>(x + 2 * i + L);
-      put2(y + 2 * i, rotate_pairs(v0, V::template dup_lo<T>(c), V::template dup_lo<T>(s)),
-           rotate_pairs(v1, V::template dup_hi<T>(c), V::template dup_hi<T>(s)));
+      put2(y + 2 * i, rotate_pairs(v0, t.c0, t.s0), rotate_pairs(v1, t.c1, t.s1));
     }
     if (i < half) {  // the last 1..L-1 pairs: 2..2L-2 elements in one or two masked vectors
       const int n = half - i;
-      const auto m = V::first(n);
-      const Vec c = V::load(cosv + i, m), s = sine(V::load(sinv + i, m));
+      const Tables t = tables(i, n);
       const int n0 = 2 * n < L ? 2 * n : L, n1 = 2 * n - n0;
       const Vec v0 = V::template load<T>(x + 2 * i, V::first(n0));
-      V::template store<T>(y + 2 * i, rotate_pairs(v0, V::template dup_lo<T>(c), V::template dup_lo<T>(s)),
-                           V::first(n0));
+      V::template store<T>(y + 2 * i, rotate_pairs(v0, t.c0, t.s0), V::first(n0));
       if (n1 > 0) {
         const Vec v1 = V::template load<T>(x + 2 * i + L, V::first(n1));
-        V::template store<T>(y + 2 * i + L,
-                             rotate_pairs(v1, V::template dup_hi<T>(c), V::template dup_hi<T>(s)), V::first(n1));
+        V::template store<T>(y + 2 * i + L, rotate_pairs(v1, t.c1, t.s1), V::first(n1));
       }
     }
   }
@@ -297,25 +313,46 @@ inline constexpr std::int64_t kPrefetchAhead = 4096;
   }
 }
 
-// The re-laid neox table of a tile (see rotate_row_fast): at most this many floats on the
-// stack, so a rotary dim above 256 takes tiles of fewer tokens.
+// The re-laid table of a tile (see rotate_row_fast): at most this many floats on the stack,
+// so a rotary dim above 256 (neox) or 128 (gptj) takes tiles of fewer tokens.
 inline constexpr int kRelayFloats = kTileTokens * 256;
-static_assert(kRelayFloats >= kMaxRotaryDim + 2 * 16, "a tile must hold one re-laid row of the largest rotary dim");
+static_assert(kRelayFloats >= 2 * kMaxRotaryDim + 4 * 16, "a tile must hold one re-laid row of the largest rotary dim");
 
-// Table rows of tokens (tile_b[k], tile_s[k]), k < count, re-laid for V's split order:
-// row k at out + k * 2 * padded, cos then sin, `padded` (half rounded up to L) floats each.
-template <class V>
-void relay_rows(const float* table, std::int64_t seq, int half, int padded, const std::int64_t* tile_b,
+// Floats of one part (cos or sin) of a re-laid table row: half rounded up to L, twice that
+// where gptj's cos and sin are repeated over their pairs.
+template <class V, class T, Pairing P>
+constexpr int relaid_part(int half) {
+  const int padded = (half + V::kLanes - 1) / V::kLanes * V::kLanes;
+  return P == Pairing::gptj ? 2 * padded : padded;
+}
+
+// Table rows of tokens (tile_b[k], tile_s[k]), k < count, re-laid for rotate_row_fast: row k
+// at out + k * 2 * part, cos then sin, `part` (relaid_part) floats each; neox in V's split
+// order, gptj with each value over its pair's two elements in T's lane order and the sin of
+// each first element negated. The zero padding is what the masked tails read.
+template <class V, class T, Pairing P>
+void relay_rows(const float* table, std::int64_t seq, int half, const std::int64_t* tile_b,
                 const std::int64_t* tile_s, int count, float* out) {
   constexpr int L = V::kLanes;
+  const int part = relaid_part<V, T, P>(half);
   for (int k = 0; k < count; ++k) {
     const float* row = table + (tile_b[k] * seq + tile_s[k]) * 2 * half;
-    for (int part = 0; part < 2; ++part) {
-      const float* from = row + part * half;
-      float* to = out + (2 * k + part) * padded;
+    for (int p = 0; p < 2; ++p) {
+      const float* from = row + p * half;
+      float* to = out + (2 * k + p) * part;
       for (int i = 0; i < half; i += L) {
         const auto v = i + L <= half ? V::load(from + i) : V::load(from + i, V::first(half - i));
-        V::template store<F32>(to + i, V::split_order(v));
+        if constexpr (P == Pairing::neox) {
+          V::template store<F32>(to + i, V::split_order(v));
+        } else {
+          auto lo = V::template dup_lo<T>(v), hi = V::template dup_hi<T>(v);
+          if (p == 1) {
+            lo = V::template flip_even<T>(lo);
+            hi = V::template flip_even<T>(hi);
+          }
+          V::template store<F32>(to + 2 * i, lo);
+          V::template store<F32>(to + 2 * i + L, hi);
+        }
       }
     }
   }
@@ -324,12 +361,12 @@ void relay_rows(const float* table, std::int64_t seq, int half, int padded, cons
 template <class V, class T, Pairing P, bool kBackward>
 void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   using S = typename T::Storage;
-  constexpr bool kRelay = P == Pairing::neox && V::template kSplitOrder<T>;
+  constexpr bool kRelay = P == Pairing::neox ? V::template kSplitOrder<T> : V::template kDupTable<T>;
   const int half = job.half;
   const std::int64_t seq = job.seq_len;
-  const int padded = (half + V::kLanes - 1) / V::kLanes * V::kLanes;
+  const int part = relaid_part<V, T, P>(half);
   const std::int64_t tile_tokens =
-      kRelay && 2 * padded * kTileTokens > kRelayFloats ? kRelayFloats / (2 * padded) : kTileTokens;
+      kRelay && 2 * part * kTileTokens > kRelayFloats ? kRelayFloats / (2 * part) : kTileTokens;
   alignas(64) float relaid[kRelay ? kRelayFloats : 1];
   std::int64_t tile_b[kTileTokens], tile_s[kTileTokens];
   bool streamed = false;
@@ -339,7 +376,7 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
       tile_b[k] = (tile + k) / seq;
       tile_s[k] = (tile + k) % seq;
     }
-    if constexpr (kRelay) relay_rows<V>(job.table, seq, half, padded, tile_b, tile_s, count, relaid);
+    if constexpr (kRelay) relay_rows<V, T, P>(job.table, seq, half, tile_b, tile_s, count, relaid);
     for (int ti = 0; ti < job.target_count; ++ti) {
       const TargetJob& t = job.targets[ti];
       const S* in = static_cast<const S*>(t.in);
@@ -368,8 +405,8 @@ void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
         if (prefetch_span) prefetch_bytes(reinterpret_cast<const char*>(x) + kPrefetchAhead, prefetch_span);
         if constexpr (V::template kVectorPath<T>) {
           if (fast) {
-            const float* cosv = kRelay ? relaid + k * 2 * padded : cs;
-            const float* sinv = kRelay ? cosv + padded : cs + half;
+            const float* cosv = kRelay ? relaid + k * 2 * part : cs;
+            const float* sinv = kRelay ? cosv + part : cs + half;
             if (stream) rotate_row_fast<V, T, P, kBackward, true>(cosv, sinv, half, x, y);
             else rotate_row_fast<V, T, P, kBackward, false>(cosv, sinv, half, x, y);
             if (pass_through)

@@ -75,6 +75,8 @@ struct Generic {
   template <class T>
   static constexpr bool kSplitOrder = false;  // lanes in element order (see Avx2x16)
   template <class T>
+  static constexpr bool kDupTable = false;  // gptj duplicates its table in registers
+  template <class T>
   static constexpr bool kQuietPairs = false;  // every store quiets its own vector
   using Vec = float __attribute__((vector_size(32)));
   using Mask = int;  // the number of leading lanes, 1..kLanes
@@ -173,6 +175,15 @@ struct Avx2x16 {
   // the pairs' first elements and the odd ones their second, so its shuffles only pick halves.
   template <class T>
   static constexpr bool kSplitOrder = std::is_same_v<T, BF16>;
+  // fp16's gptj reads its table duplicated over pairs and with the first elements' sin
+  // negated (relay_rows in kernel_impl.h) instead of duplicating it in registers (dup8).
+  // Measured on a Zen 3 (bench/step_cycles.cpp, gptj cycles per 32 elements): fp16 9.8-9.9
+  // with it, 18.2 with dup8's in-register shuffles. fp32 steps faster with it too (10.4
+  // against 15.4) but its memory-bound rows (S = 4096 in place, prefetch on) ran 0.80-0.85x
+  // as fast as with dup8 (bench/compare_builds.sh, --pairing gptj, one thread), for a reason
+  // not found, so fp32 keeps dup8. In split order (bf16) dup8 costs nothing.
+  template <class T>
+  static constexpr bool kDupTable = std::is_same_v<T, F16>;
   template <class T>
   static Vec load(const typename T::Storage* p) {
     if constexpr (std::is_same_v<T, F32>) {
@@ -325,16 +336,19 @@ struct Avx2x16 {
     return {_mm256_xor_ps(a.lo, sign), _mm256_xor_ps(a.hi, sign)};
   }
   // The cos or sin of eight pairs (c: the lower or upper eight lanes) over the sixteen
-  // elements of those pairs, in T's lane order: in element order [c0 c0 c1 c1 ... c7 c7]; in
+  // elements of those pairs, in T's lane order: in element order [c0 c0 c1 c1 ... c7 c7], by
+  // one cross-lane VPERMPD to [c0 c1 c4 c5 | c2 c3 c6 c7] and two in-lane unpacks (two
+  // VPERMPS took 20.5 cycles per gptj fp32 step against 15.4, bench/step_cycles.cpp); in
   // split order both halves are c, as `lo` holds the pairs' first elements and `hi` their
   // second.
   template <class T>
   static Vec dup8(__m256 c) {
-    if constexpr (kSplitOrder<T>)
+    if constexpr (kSplitOrder<T>) {
       return {c, c};
-    else
-      return {_mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)),
-              _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))};
+    } else {
+      const __m256 x = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(c), 0xD8));
+      return {_mm256_unpacklo_ps(x, x), _mm256_unpackhi_ps(x, x)};
+    }
   }
   template <class T> static Vec dup_lo(Vec c) { return dup8<T>(c.lo); }
   template <class T> static Vec dup_hi(Vec c) { return dup8<T>(c.hi); }
@@ -366,6 +380,8 @@ struct Avx512 {
   static constexpr bool kVectorPath = true;
   template <class T>
   static constexpr bool kSplitOrder = false;  // lanes in element order (see Avx2x16)
+  template <class T>
+  static constexpr bool kDupTable = false;  // gptj duplicates its table in registers
   template <class T>
   static constexpr bool kQuietPairs = false;  // every store quiets its own vector
   using Vec = __m512;
