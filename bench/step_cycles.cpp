@@ -60,18 +60,18 @@ double fastest(int timings) {
   // One token's table row, cos then sin of real angles, so that repeated rotation keeps the
   // rows' magnitude (a table with cos^2 + sin^2 < 1 would decay them into subnormals and
   // zeros); re-laid as the kernel re-lays it where the backend asks for that.
-  std::vector<float> table(2 * kHalf), relaid(4 * kHalf);
+  std::vector<float> table(2 * kHalf), relaid(2 * relaid_part<Avx2x16, P>(kHalf));
   for (int i = 0; i < kHalf; ++i) {
     table[i] = std::cos(0.37f * static_cast<float>(i + 1));
     table[kHalf + i] = std::sin(0.37f * static_cast<float>(i + 1));
   }
   const float* cosv = table.data();
   const float* sinv = table.data() + kHalf;
-  if constexpr (P == Pairing::neox ? Avx2x16::kSplitOrder<T> : Avx2x16::kDupTable<T>) {
+  if constexpr (kRelaidTable<Avx2x16, T, P>) {
     const std::int64_t b = 0, s = 0;
     relay_rows<Avx2x16, T, P>(table.data(), 1, kHalf, &b, &s, 1, relaid.data());
     cosv = relaid.data();
-    sinv = relaid.data() + relaid_part<Avx2x16, T, P>(kHalf);
+    sinv = relaid.data() + relaid_part<Avx2x16, P>(kHalf);
   }
   double best = 1e30;
   for (int t = 0; t < timings; ++t) best = std::min(best, time_step<T, P>(x, cosv, sinv));

@@ -189,6 +189,10 @@ inline void table_range(const TableJob& job, std::int64_t begin, std::int64_t en
 // Where V::kDupTable<T> (Avx2x16's fp16), gptj reads its table re-laid with every
 // cos and sin repeated over its pair's two elements and the sin of each first element negated
 // (relay_rows), so that a step loads what it would otherwise shuffle into place.
+// kRelaidTable: whether (V, T, pairing) reads either re-laid table instead of the table as
+// built; the tiling, the re-lay and the steps' table loads all go by it.
+template <class V, class T, Pairing P>
+inline constexpr bool kRelaidTable = P == Pairing::neox ? V::template kSplitOrder<T> : V::template kDupTable<T>;
 // Always inlined into rotate_range's row step: a row is a few vector steps, and inlined, the
 // constants and pointers a call would set up again are kept across rows.
 template <class V, class T, Pairing P, bool kBackward, bool kStream>
@@ -201,8 +205,7 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     if constexpr (kBackward) return V::neg(s);
     else return s;
   };
-  constexpr bool kSplit = V::template kSplitOrder<T>;
-  constexpr bool kDup = P == Pairing::gptj && V::template kDupTable<T>;
+  constexpr bool kRelaid = kRelaidTable<V, T, P>;
   constexpr bool kPairs = V::template kQuietPairs<T>;
   auto put = [](S* p, Vec v) {
     if constexpr (kStream) V::template stream1<T>(p, v);
@@ -243,8 +246,8 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
     }
     if (i < half) {  // the last 1..L-1 pairs, under a mask
       const auto m = V::first(half - i);
-      const Vec c = kSplit ? V::load(cosv + i) : V::load(cosv + i, m);
-      const Vec s = sine(kSplit ? V::load(sinv + i) : V::load(sinv + i, m));
+      const Vec c = kRelaid ? V::load(cosv + i) : V::load(cosv + i, m);
+      const Vec s = sine(kRelaid ? V::load(sinv + i) : V::load(sinv + i, m));
       const Vec a = V::template load<T>(x + i, m), b = V::template load<T>(x + half + i, m);
       V::template store<T>(y + i, first(a, b, c, s), m);
       V::template store<T>(y + half + i, second(a, b, c, s), m);
@@ -256,12 +259,12 @@ template <class V, class T, Pairing P, bool kBackward, bool kStream>
       return V::fmadd(v, c, V::mul(V::template swap_pairs<T>(v), flipped_s));
     };
     // The cos and sin of pairs i .. i + n - 1 (n <= L) over their 2n elements, as the two
-    // vectors of those elements: read from the duplicated table (kDup), or duplicated here.
+    // vectors of those elements: read from the duplicated table (kRelaid), or duplicated here.
     struct Tables {
       Vec c0, s0, c1, s1;
     };
     auto tables = [&](int i, int n) {
-      if constexpr (kDup) {  // padded with zeros to whole vectors: no mask needed
+      if constexpr (kRelaid) {  // padded with zeros to whole vectors: no mask needed
         return Tables{V::load(cosv + 2 * i), sine(V::load(sinv + 2 * i)), V::load(cosv + 2 * i + L),
                       sine(V::load(sinv + 2 * i + L))};
       } else {
@@ -320,7 +323,7 @@ static_assert(kRelayFloats >= 2 * kMaxRotaryDim + 4 * 16, "a tile must hold one 
 
 // Floats of one part (cos or sin) of a re-laid table row: half rounded up to L, twice that
 // where gptj's cos and sin are repeated over their pairs.
-template <class V, class T, Pairing P>
+template <class V, Pairing P>
 constexpr int relaid_part(int half) {
   const int padded = (half + V::kLanes - 1) / V::kLanes * V::kLanes;
   return P == Pairing::gptj ? 2 * padded : padded;
@@ -334,7 +337,7 @@ template <class V, class T, Pairing P>
 void relay_rows(const float* table, std::int64_t seq, int half, const std::int64_t* tile_b,
                 const std::int64_t* tile_s, int count, float* out) {
   constexpr int L = V::kLanes;
-  const int part = relaid_part<V, T, P>(half);
+  const int part = relaid_part<V, P>(half);
   for (int k = 0; k < count; ++k) {
     const float* row = table + (tile_b[k] * seq + tile_s[k]) * 2 * half;
     for (int p = 0; p < 2; ++p) {
@@ -361,10 +364,10 @@ void relay_rows(const float* table, std::int64_t seq, int half, const std::int64
 template <class V, class T, Pairing P, bool kBackward>
 void rotate_range(const KernelJob& job, std::int64_t begin, std::int64_t end) {
   using S = typename T::Storage;
-  constexpr bool kRelay = P == Pairing::neox ? V::template kSplitOrder<T> : V::template kDupTable<T>;
+  constexpr bool kRelay = kRelaidTable<V, T, P>;
   const int half = job.half;
   const std::int64_t seq = job.seq_len;
-  const int part = relaid_part<V, T, P>(half);
+  const int part = relaid_part<V, P>(half);
   const std::int64_t tile_tokens =
       kRelay && 2 * part * kTileTokens > kRelayFloats ? kRelayFloats / (2 * part) : kTileTokens;
   alignas(64) float relaid[kRelay ? kRelayFloats : 1];

@@ -246,8 +246,8 @@ struct Avx2x16 {
   // two blends gather the upper words of all sixteen floats, already interleaved, and their
   // lower words; VPAVGW(lo16, 0x7FFE + (hi16 & 1)) = (lo16 + 0x7FFF + (hi16 & 1)) >> 1 without
   // overflow, so its top bit is the carry. 9 operations per 16 floats where rounding 32-bit
-  // lanes and packing took 11. Measured (bench/step_cycles.cpp, bf16 cycles per 32 elements,
-  // Zen 3): 12.0-12.6 -> 10.9-11.5.
+  // lanes and packing took 11. Measured (bench/step_cycles.cpp, neox bf16 cycles per 32
+  // elements, Zen 3, three runs of each tree alternating): 12.6-12.7 -> 11.5.
   static __m256i narrow16_bf16(Vec v) {
     const __m256i even = _mm256_castps_si256(v.lo), odd = _mm256_castps_si256(v.hi);
     const __m256i upper = _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xAA);
