@@ -68,9 +68,10 @@ void run_launch(const gpu::PlannedLaunch& l, std::mt19937_64* shuffle = nullptr)
 std::vector<gpu::PlannedLaunch> emulate_rotate(const RotaryTableView& table,
                                                std::span<const RotaryTarget> targets,
                                                const RotaryParams& params,
-                                               std::mt19937_64* shuffle = nullptr) {
+                                               std::mt19937_64* shuffle = nullptr,
+                                               const gpu::PlanOptions& options = {}) {
   const auto checked = detail::check_rotate_targets(table, targets);
-  auto launches = gpu::plan_rotate(table, checked, params.pairing, params.direction);
+  auto launches = gpu::plan_rotate(table, checked, params.pairing, params.direction, options);
   for (const auto& l : launches) run_launch(l, shuffle);
   return launches;
 }
@@ -79,7 +80,8 @@ std::vector<float> emulate_table(const RotaryConfig& config, const float* positi
                                  std::int64_t batch, std::int64_t seq) {
   const std::int64_t tokens = detail::check_table_request(config, positions, batch, seq, 0, true);
   std::vector<float> values(static_cast<std::size_t>(tokens * config.rotary_dim));
-  const gpu::TableLaunch job = gpu::plan_table(config, positions, tokens, values.data());
+  const gpu::TableLaunch job = gpu::plan_table(config, positions, batch, seq, values.data());
+  EXPECT_EQ(static_cast<std::int64_t>(job.items), tokens * (config.rotary_dim / 2));
   for (std::uint64_t g = 0; g < job.items; ++g) gpu::table_item(job, g);
   return values;
 }
@@ -89,8 +91,9 @@ struct PathCount {
   int vector = 0, scalar = 0;
 };
 
-ref::Rotator emulated_rotator(PathCount* paths = nullptr, bool flip_direction = false) {
-  return [paths, flip_direction](const RotaryConfig& config, const float* positions,
+ref::Rotator emulated_rotator(PathCount* paths = nullptr, bool flip_direction = false,
+                              gpu::PlanOptions options = {}) {
+  return [paths, flip_direction, options](const RotaryConfig& config, const float* positions,
                                  std::int64_t batch, std::int64_t seq,
                                  std::span<const ref::ComparisonTarget> targets, const RotaryParams& p) {
     const std::vector<float> table = emulate_table(config, positions, batch, seq);
@@ -100,7 +103,7 @@ ref::Rotator emulated_rotator(PathCount* paths = nullptr, bool flip_direction = 
     RotaryParams params = p;
     if (flip_direction)
       params.direction = p.direction == Direction::forward ? Direction::backward : Direction::forward;
-    for (const auto& l : emulate_rotate(view, views, params)) {
+    for (const auto& l : emulate_rotate(view, views, params, nullptr, options)) {
       if (!paths) continue;
       (l.vector ? paths->vector : paths->scalar) += l.job.target_count;
     }
@@ -190,6 +193,29 @@ TEST(CudaMathDivMod, SmallDividendsAndDivisorsExhaustively) {
   }
 }
 
+// The 32-bit form (one multiply-high), for dividends below 2^31 and divisors up to 2^31.
+TEST(CudaMathDivMod, ThirtyTwoBitQuotientsAreExactBelowTwoTo31) {
+  for (std::uint32_t d = 1; d <= 600; ++d) {
+    const gpu::DivMod m = gpu::make_divmod(d);
+    for (std::uint32_t n = 0; n < 5000; ++n) ASSERT_EQ(gpu::quotient(m, n), n / d) << n << " / " << d;
+  }
+  std::mt19937_64 rng(12);
+  std::vector<std::uint32_t> divisors = {1, 2, 3, 7, 127, 128, 129, 1000003, (1u << 30) + 1, (1u << 31) - 1, 1u << 31};
+  for (int i = 0; i < 300; ++i) divisors.push_back(1 + static_cast<std::uint32_t>((rng() >> (rng() % 33)) % (1ull << 31)));
+  const std::uint32_t top = (1u << 31) - 1;
+  for (std::uint32_t d : divisors) {
+    const gpu::DivMod m = gpu::make_divmod(d);
+    ASSERT_NE(m.magic32, 0u) << d;
+    std::vector<std::uint32_t> ns = {0, 1, d - 1, d, top, top - 1, top / d * d, top / d * d - 1};
+    for (int i = 0; i < 3000; ++i) ns.push_back(static_cast<std::uint32_t>((rng() >> 33) >> (rng() % 31)));
+    for (std::uint32_t n : ns) {
+      if (n > top) continue;
+      ASSERT_EQ(gpu::quotient(m, n), n / d) << n << " / " << d;
+    }
+  }
+  EXPECT_EQ(gpu::make_divmod((1ull << 31) + 1).magic32, 0u);  // no 32-bit form: never asked for
+}
+
 TEST(CudaMathDivMod, LargeDividendsAndDivisorsAtTheEdges) {
   std::mt19937_64 rng(11);
   std::vector<std::uint64_t> divisors = {1, 2, 3, 7, 8, 9, 127, 128, 129, 1000003,
@@ -214,9 +240,10 @@ TEST(CudaMathDivMod, LargeDividendsAndDivisorsAtTheEdges) {
 
 // The device table's formula with the host's libm against the CPU kernels' table: one
 // rounding of the same double value on both sides, so equal except where the double results
-// straddle a float rounding boundary (then 1 ulp). The device's own sin/cos/pow (<= 2 ulp of
+// straddle a float rounding boundary (then 1 ulp); and both within the absolute bound of the
+// exact value (reference::table_entry_bound) that tests/cuda/ holds the device's table to. The device's own sin/cos/pow (<= 2 ulp of
 // double) are checked against the CPU table on a GPU (tests/cuda/).
-TEST(CudaMathTable, EntriesEqualTheCpuTableWithinOneUlp) {
+TEST(CudaMathTable, EntriesEqualTheCpuTableWithinOneUlpAndTheExactValueWithinTheBound) {
   std::mt19937_64 rng(3);
   std::int64_t entries = 0, differing = 0;
   for (FrequencyLayout layout :
@@ -238,12 +265,20 @@ TEST(CudaMathTable, EntriesEqualTheCpuTableWithinOneUlp) {
       for (float& p : positions) p = pos(rng);
       const RotaryTable cpu = make_rotary_table(config, positions.data(), batch, seq, 1);
       const std::vector<float> emulated = emulate_table(config, positions.data(), batch, seq);
+      const std::vector<int> axes = frequency_axes(config);
       ASSERT_EQ(emulated.size() * sizeof(float), cpu.bytes());
       for (std::int64_t t = 0; t < batch * seq; ++t)
         for (int i = 0; i < config.rotary_dim; ++i) {
           const float a = cpu.row(t / seq, t % seq)[i];
           const float b = emulated[static_cast<std::size_t>(t * config.rotary_dim + i)];
           ASSERT_LE(ulps(a, b), 1) << "token " << t << " entry " << i << ": " << a << " vs " << b;
+          // both within the absolute bound of the exact value that the device keeps too
+          const float p = positions[static_cast<std::size_t>(
+              axes[static_cast<std::size_t>(i % half)] * batch * seq + t)];
+          const long double exact = ref::exact_table_entry(config, p, i);
+          const double bound = ref::table_entry_bound(ref::table_angle(config, p, i));
+          ASSERT_LE(static_cast<double>(fabsl(a - exact)), bound) << "CPU token " << t << " entry " << i;
+          ASSERT_LE(static_cast<double>(fabsl(b - exact)), bound) << "emulated token " << t << " entry " << i;
           differing += a != b;
           ++entries;
         }
@@ -252,6 +287,47 @@ TEST(CudaMathTable, EntriesEqualTheCpuTableWithinOneUlp) {
   // Near-ties are rare: a handful in 10^5 entries at most (the CPU's own polynomial differs
   // from libm in 1 of 8 million); more would mean a different formula, not rounding.
   EXPECT_LE(differing * 1000, entries) << differing << " of " << entries << " entries differ by an ulp";
+}
+
+// A non-finite position: its token's entries of that axis's frequencies are NaN, the other
+// entries are the finite table's, and the report word names it as the CPU's error does.
+TEST(CudaMathTable, ANonFinitePositionGivesNanEntriesAndTheCpuErrorInTheReport) {
+  RotaryConfig config;  // chunked 16/24/24: axis 1 owns frequencies 16..39
+  const std::int64_t batch = 2, seq = 5, tokens = batch * seq;
+  std::vector<float> positions(static_cast<std::size_t>(3 * tokens));
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<float>(i % 17) - 3.0f;
+  const std::vector<float> finite = emulate_table(config, positions.data(), batch, seq);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> p = positions;
+    const std::int64_t row = 1, token = 3;
+    p[static_cast<std::size_t>(1 * tokens + row * seq + token)] = bad;
+    std::string cpu = "(no exception)";
+    try {
+      make_rotary_table(config, p.data(), batch, seq, 1);
+    } catch (const Error& e) {
+      cpu = e.what();
+    }
+    std::vector<float> values(static_cast<std::size_t>(tokens * config.rotary_dim));
+    unsigned long long report = 0;
+    const gpu::TableLaunch job = gpu::plan_table(config, p.data(), batch, seq, values.data(), &report);
+    for (std::uint64_t g = 0; g < job.items; ++g) gpu::table_item(job, g);
+    ASSERT_NE(report, 0u);
+    EXPECT_EQ(gpu::position_error_message(report), cpu);
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (int i = 0; i < config.rotary_dim; ++i) {
+        const std::size_t at = static_cast<std::size_t>(t * config.rotary_dim + i);
+        const int f = i % (config.rotary_dim / 2);
+        if (t == row * seq + token && f >= 16 && f < 40) EXPECT_TRUE(std::isnan(values[at])) << t << " " << i;
+        else EXPECT_EQ(bits(values[at]), bits(finite[at])) << t << " " << i;
+      }
+  }
+  // Finite positions report nothing.
+  std::vector<float> values(static_cast<std::size_t>(tokens * config.rotary_dim));
+  unsigned long long report = 0;
+  const gpu::TableLaunch job = gpu::plan_table(config, positions.data(), batch, seq, values.data(), &report);
+  for (std::uint64_t g = 0; g < job.items; ++g) gpu::table_item(job, g);
+  EXPECT_EQ(report, 0u);
 }
 
 // ---- rotation against the float64 reference -----------------------------------------------
@@ -274,6 +350,28 @@ TEST(CudaMathRotate, EveryHarnessCasePassesTheCpuKernelsTolerances) {
   // Both paths must have been exercised (bshd/bhsd rows of whole packs take the vector one).
   EXPECT_GT(paths.vector, 50);
   EXPECT_GT(paths.scalar, 50);
+}
+
+// Every way the plan can cut the work (heads per item 1, 2, 4; 32- or 64-bit index
+// arithmetic) passes the same harness: what the default does not run is still correct.
+TEST(CudaMathRotate, EveryPlanOptionPassesTheHarness) {
+  const std::array<Isa, 1> isas = {Isa::portable};
+  const auto cases = ref::comparison_cases(7, 1, isas);
+  for (int heads : {1, 2, 4})
+    for (bool index32 : {false, true}) {
+      SCOPED_TRACE("heads_per_item " + std::to_string(heads) + (index32 ? ", 32-bit" : ", 64-bit"));
+      const gpu::PlanOptions options{heads, index32};
+      PathCount paths;
+      for (std::size_t i = 0; i < cases.size(); i += 3) {  // a third of the cases, every combination
+        ref::ComparisonCase c = cases[i];
+        c.backend = "cuda-emulated";
+        const ref::ComparisonResult r =
+            ref::compare_case(c, 7 + 0x9E3779B97F4A7C15ull * (i + 1), emulated_rotator(&paths, false, options));
+        ASSERT_TRUE(r.pass()) << r.describe();
+      }
+      EXPECT_GT(paths.vector, 10);
+      EXPECT_GT(paths.scalar, 10);
+    }
 }
 
 // The same harness must fail a backend that rotates the wrong way.
@@ -378,9 +476,12 @@ TEST(CudaMathItems, ItemsPartitionTheOutputOnBothPaths) {
       {DType::float16, Pairing::neox, 2, 2, 6, 16, 16, 0, 1, false, false},    // misaligned start
   };
   std::mt19937_64 rng(21);
+  for (const gpu::PlanOptions options : {gpu::PlanOptions{1, true}, gpu::PlanOptions{2, true},
+                                         gpu::PlanOptions{4, true}, gpu::PlanOptions{2, false}})
   for (const ItemCase& ic : cases) {
     SCOPED_TRACE(std::string(to_string(ic.dtype)) + " " + std::string(to_string(ic.pairing)) +
-                 " D=" + std::to_string(ic.D));
+                 " D=" + std::to_string(ic.D) + ", heads_per_item " + std::to_string(options.heads_per_item) +
+                 (options.allow_index32 ? "" : ", 64-bit"));
     Owned in = make_owned(ic.dtype, ic.B, ic.S, ic.H, ic.D, ic.pad, ic.lead, ic.heads_first);
     fill(in, rng);
     Owned out = make_owned(ic.dtype, ic.B, ic.S, ic.H, ic.D, ic.pad, ic.lead, ic.heads_first);
@@ -388,9 +489,11 @@ TEST(CudaMathItems, ItemsPartitionTheOutputOnBothPaths) {
     const RotaryTableView view{table.data(), ic.B, ic.S, ic.rot};
     const RotaryTarget target{in.view, out.view};
     const auto checked = detail::check_rotate_targets(view, std::span(&target, 1));
-    const auto launches = gpu::plan_rotate(view, checked, ic.pairing, Direction::forward);
+    const auto launches = gpu::plan_rotate(view, checked, ic.pairing, Direction::forward, options);
     ASSERT_EQ(launches.size(), 1u);
     EXPECT_EQ(launches[0].vector, ic.expect_vector);
+    EXPECT_EQ(launches[0].job.index32, options.allow_index32);
+    EXPECT_EQ(launches[0].job.heads_per_item, options.heads_per_item);
 
     // Each item runs twice, on storage filled with 0xFF and then 0xFE bytes: a byte it
     // writes cannot equal both fills, so "differs from the fill in either run" is exactly
@@ -511,7 +614,7 @@ TEST(CudaMathPlan, TargetsAreGroupedByPathAtMostEightPerLaunch) {
     for (int t = 0; t < l.job.target_count; ++t) {
       const gpu::TargetLaunch& tg = l.job.targets[t];
       EXPECT_EQ(tg.first_item, first);
-      const std::uint64_t groups = (static_cast<std::uint64_t>(tg.heads) + 3) / 4;
+      const std::uint64_t groups = (static_cast<std::uint64_t>(tg.heads) + 1) / 2;  // 2 heads per item
       EXPECT_EQ(tg.groups.divisor, groups);
       EXPECT_EQ(tg.units.divisor, static_cast<std::uint64_t>(l.vector ? 1 : 8));  // 8 / 8 lanes
       first += 3 * groups * tg.units.divisor;
@@ -527,6 +630,24 @@ TEST(CudaMathPlan, TargetsAreGroupedByPathAtMostEightPerLaunch) {
     emulate_rotate(view, std::span(&one, 1), {});
     EXPECT_EQ(copies[i].bytes, owned[i].bytes) << "target " << i;
   }
+}
+
+// 32-bit index arithmetic only where every item index, element offset and table offset of a
+// launch is below 2^31; the views are never dereferenced by the plan.
+TEST(CudaMathPlan, ThirtyTwoBitIndicesOnlyWhereEveryOffsetFits) {
+  std::vector<float> table(2 * 16, 0.0f);
+  std::vector<std::uint16_t> storage(64);
+  auto launch_for = [&](std::int64_t seq_stride) {
+    HeadTensor v{storage.data(), DType::bfloat16, {1, 2, 2, 16}, {2 * seq_stride, seq_stride, 16, 1}};
+    const RotaryTarget t{v, v};
+    const RotaryTableView view{table.data(), 1, 2, 16};
+    const auto checked = detail::check_rotate_targets(view, std::span(&t, 1));
+    return gpu::plan_rotate(view, checked, Pairing::neox, Direction::forward).at(0).job;
+  };
+  EXPECT_TRUE(launch_for(32).index32);
+  EXPECT_TRUE(launch_for((std::int64_t{1} << 31) - 64).index32);  // span 2^31 - 64 + 16 + 15 < 2^31
+  EXPECT_FALSE(launch_for(std::int64_t{1} << 31).index32);
+  EXPECT_FALSE(launch_for(std::int64_t{1} << 40).index32);
 }
 
 TEST(CudaMathPlan, VectorPathNeedsAlignedRowsWholePacksAndUnitDimStride) {

@@ -1,9 +1,10 @@
-// The CUDA kernels: grid-stride loops over the work items of rotary_device.h. Everything a
-// thread computes lives there, shared with the CPU tests; this file only launches.
+// The CUDA kernels over the work items of rotary_device.h. Everything a thread computes
+// lives there, shared with the CPU tests; this file only launches.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 
 #include "launch.h"
 #include "rotary_device.h"
@@ -27,19 +28,41 @@ __global__ void __launch_bounds__(kThreads) table_kernel(const TableLaunch job) 
     table_item(job, g);
 }
 
-template <class S, bool kVector>
+// One item per thread when the launch's indices fit in 32 bits (the grid then covers every
+// item: at most 2^31 / 256 blocks); a grid-stride loop in 64 bits otherwise.
+template <class S, bool kVector, int H, class I>
 __global__ void __launch_bounds__(kThreads) rotate_kernel(const RotateLaunch job) {
-  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t g = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       g < job.items; g += stride)
-    rotate_item<S, kVector>(job, g);
+  if constexpr (sizeof(I) == 4) {
+    const std::uint32_t g = blockIdx.x * kThreads + threadIdx.x;
+    if (g < static_cast<std::uint32_t>(job.items)) rotate_item_as<S, kVector, H, std::uint32_t>(job, g);
+  } else {
+    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    for (std::uint64_t g = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+         g < job.items; g += stride)
+      rotate_item_as<S, kVector, H, std::uint64_t>(job, g);
+  }
+}
+
+template <class S, bool kVector, int H>
+void launch_indexed(const RotateLaunch& job, cudaStream_t stream) {
+  if (job.index32) rotate_kernel<S, kVector, H, std::uint32_t><<<blocks_for(job.items), kThreads, 0, stream>>>(job);
+  else rotate_kernel<S, kVector, H, std::uint64_t><<<blocks_for(job.items), kThreads, 0, stream>>>(job);
+}
+
+template <class S, bool kVector>
+int launch_path(const RotateLaunch& job, cudaStream_t stream) {
+  switch (job.heads_per_item) {
+    case 1: launch_indexed<S, kVector, 1>(job, stream); break;
+    case 2: launch_indexed<S, kVector, 2>(job, stream); break;
+    case 4: launch_indexed<S, kVector, 4>(job, stream); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return static_cast<int>(cudaGetLastError());
 }
 
 template <class S>
 int launch_typed(const RotateLaunch& job, bool vector, cudaStream_t stream) {
-  if (vector) rotate_kernel<S, true><<<blocks_for(job.items), kThreads, 0, stream>>>(job);
-  else rotate_kernel<S, false><<<blocks_for(job.items), kThreads, 0, stream>>>(job);
-  return static_cast<int>(cudaGetLastError());
+  return vector ? launch_path<S, true>(job, stream) : launch_path<S, false>(job, stream);
 }
 
 }  // namespace
@@ -100,6 +123,52 @@ int current_device() {
     return -static_cast<int>(e);
   }
   return d;
+}
+
+bool stream_capturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+namespace {
+
+constexpr int kReportDevices = 64;
+std::mutex report_mutex;
+unsigned long long* report_words = nullptr;  // [kReportDevices], mapped pinned host memory
+
+}  // namespace
+
+unsigned long long* report_word(int device, void* stream) {
+  if (device < 0 || device >= kReportDevices) return nullptr;
+  const std::lock_guard<std::mutex> lock(report_mutex);
+  if (report_words == nullptr) {
+    if (stream_capturing(stream)) return nullptr;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, kReportDevices * sizeof(unsigned long long),
+                      cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    auto* words = static_cast<unsigned long long*>(p);
+    for (int d = 0; d < kReportDevices; ++d) words[d] = 0;
+    report_words = words;  // kept for the life of the process
+  }
+  // Unified addressing: the host address is the device address on every device.
+  return report_words + device;
+}
+
+unsigned long long take_report(int device) {
+  if (device < 0 || device >= kReportDevices) return 0;
+  unsigned long long* words = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(report_mutex);
+    words = report_words;
+  }
+  return words == nullptr ? 0 : __atomic_exchange_n(words + device, 0ull, __ATOMIC_SEQ_CST);
 }
 
 }  // namespace circlerope::gpu

@@ -26,4 +26,16 @@ PointerInfo pointer_info(const void* p);
 // cudaGetDevice, or the negated error.
 int current_device();
 
+// Whether work queued on `stream` now is being captured into a CUDA graph (an error counts
+// as capturing: the caller then avoids anything a capture forbids).
+bool stream_capturing(void* stream);
+
+// The word where table kernels on `device` report a non-finite position (TableLaunch::report):
+// host memory mapped into every device's address space, allocated on the first call that is
+// not capturing a graph. Null when it cannot be had (device >= 64, an allocation failure, or
+// not yet allocated during a capture): the table then has NaN entries and no report.
+unsigned long long* report_word(int device, void* stream);
+// The report word of `device` (0: none), set back to 0. No synchronisation.
+unsigned long long take_report(int device);
+
 }  // namespace circlerope::gpu

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "../cpu/check.h"
@@ -12,6 +13,13 @@
 #include "rotary_device.h"
 
 namespace circlerope::gpu {
+
+// How the rotation's work is cut; the defaults are what cuda::rotate uses (docs/cuda.md has
+// the measurements behind them). bench/cuda_variants.cu plans with others to compare.
+struct PlanOptions {
+  int heads_per_item = 2;     // 1, 2 or 4
+  bool allow_index32 = true;  // 32-bit index arithmetic where every index of a launch fits
+};
 
 struct PlannedLaunch {
   RotateLaunch job;
@@ -28,10 +36,16 @@ bool vector_path(const detail::CheckedTarget& target, int rotary_dim, Pairing pa
 // Targets grouped by path, at most kMaxLaunchTargets per launch, in their order otherwise.
 std::vector<PlannedLaunch> plan_rotate(const RotaryTableView& table,
                                        std::span<const detail::CheckedTarget> targets,
-                                       Pairing pairing, Direction direction);
+                                       Pairing pairing, Direction direction,
+                                       const PlanOptions& options = {});
 
-// The table launch for `tokens` tokens (config already validated).
-TableLaunch plan_table(const RotaryConfig& config, const float* positions, std::int64_t tokens,
-                       float* values);
+// The table launch for batch x seq_len tokens (config already validated); `report` is where
+// the kernel reports a non-finite position (TableLaunch::report), or null.
+TableLaunch plan_table(const RotaryConfig& config, const float* positions, std::int64_t batch,
+                       std::int64_t seq_len, float* values, unsigned long long* report = nullptr);
+
+// The CPU table's error message for the position a report word describes (decode_report):
+// "rotary table: position of axis a at row b, token s is nan (positions must be finite)".
+std::string position_error_message(unsigned long long report);
 
 }  // namespace circlerope::gpu

@@ -440,4 +440,18 @@ std::vector<ComparisonResult> compare_every_path(std::uint64_t seed, int rounds,
   return results;
 }
 
+long double exact_table_entry(const RotaryConfig& config, float p, int i) {
+  const int half = config.rotary_dim / 2, f = i % half;
+  const long double phi =
+      static_cast<long double>(p) * powl(static_cast<long double>(config.theta), -2.0L * f / config.rotary_dim);
+  return i < half ? cosl(phi) : sinl(phi);
+}
+
+double table_angle(const RotaryConfig& config, float p, int i) {
+  const int half = config.rotary_dim / 2;
+  return static_cast<double>(p) * std::pow(config.theta, -2.0 * (i % half) / config.rotary_dim);
+}
+
+double table_entry_bound(double phi) { return 0x1p-25 + 0x1p-47 * std::fabs(phi) + 0x1p-50; }
+
 }  // namespace circlerope::reference

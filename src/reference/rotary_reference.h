@@ -45,6 +45,19 @@ std::vector<double> rotate(const RotaryConfig& config, const float* position_ids
 // Storage rounding by the kernels' rule (src/cpu/convert.h), computed another way (in double,
 // by nearbyint): round to nearest even, overflow to infinity, fp16 subnormals; every NaN is
 // written as the canonical quiet NaN, sign clear: bf16 0x7FC0, fp16 0x7E00, fp32 0x7FC00000.
+// The exact table entry (i < D/2: the cosine, else the sine of frequency i mod D/2) at
+// position p, in long double (x87: a 64-bit significand, so the angle's error is |phi| 2^-63,
+// far below the table's bound).
+long double exact_table_entry(const RotaryConfig& config, float p, int i);
+// The angle phi = p * theta^(-2f/D) of entry i, in double.
+double table_angle(const RotaryConfig& config, float p, int i);
+// The absolute bound every table entry keeps against exact_table_entry, on the CPU and on a
+// GPU (docs/cuda.md): half a float ulp of a value in [0.5, 1] (2^-25), plus the double angle's
+// error (2^-47 |phi|), plus a few double ulps of the cos/sin. Absolute, not in ulps of the
+// value: near a zero of cos or sin the value is tiny and its ulps say nothing about the
+// rotation, which sees the error relative to the pair's norm, 1.
+double table_entry_bound(double phi);
+
 std::uint16_t to_bfloat16(float f);
 std::uint16_t to_float16(float f);
 std::uint32_t to_float32(float f);
