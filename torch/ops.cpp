@@ -337,10 +337,10 @@ void rotary_apply_inplace_cpu(const Tensor& q, const Tensor& k, const Tensor& ta
 
 }  // namespace
 
-// Schemas here, kernels per device below and in ops_cuda.cpp; the fake (meta) kernels and
-// the autograd formula of rotary_apply are registered from Python (circlerope/_registration.py,
-// imported by the package right after it loads this library), as PyTorch's custom-operator
-// guide has it. set_python_module names that module, so that torch imports it when a fake
+// Schemas here, kernels per device below and in ops_cuda.cpp, the autograd formula of
+// rotary_apply in autograd.cpp; the fake (meta) kernels are registered from Python
+// (circlerope/_registration.py, imported by the package right after it loads this library),
+// as PyTorch's custom-operator guide has it. set_python_module names that module, so that torch imports it when a fake
 // tensor reaches an operator before the package was imported.
 TORCH_LIBRARY(circlerope, m) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)

@@ -1,14 +1,19 @@
 // circlerope PyTorch operators on CUDA tensors: torch.ops.circlerope.rotary_table and
 // rotary_apply (defined in ops.cpp) registered for the CUDA dispatch key. Compiled only when
 // libtorch has CUDA and the project's CUDA kernels are on (torch/CMakeLists.txt); ops.cpp is
-// untouched by it. The autograd formula (circlerope/_registration.py) calls rotary_apply,
-// so CUDA tensors get the same differentiable op, whose backward is the same kernel with -phi.
-// The argument checks are op_common.h's, shared with the CPU front end.
+// untouched by it. The autograd formula (autograd.cpp) calls rotary_apply, so CUDA tensors
+// get the same differentiable op, whose backward is the same kernel with -phi. The argument
+// checks are op_common.h's, shared with the CPU front end.
 //
 // Errors are ValueErrors with the same messages as on the CPU where the check is the same
 // (the kernels' own checks run in circlerope::cuda), plus the device rules: q, k and the table
 // on one CUDA device, float64 on the CPU only. The work is queued on PyTorch's current stream
-// of that device, like any ATen op.
+// of that device, like any ATen op, and nothing here waits for the device: every op can be
+// captured in a CUDA graph. So a non-finite position is not checked on the host (that needs
+// a synchronisation): its token's table entries are NaN and the kernel records it
+// (cuda::take_position_error). The next rotary_table call on that device raises the CPU op's
+// ValueError for it, if the kernel has finished by then; take_position_error(device) (the
+// op below, circlerope.check_cuda_positions in Python) reports it when the caller chooses.
 //
 // Built against the CUDA torch from PyPI here (linked, never run without a GPU): its APIs are
 // TORCH_LIBRARY_IMPL, c10::cuda::CUDAGuard, c10::cuda::getCurrentCUDAStream,
@@ -53,6 +58,14 @@ void* current_stream(const Tensor& t) {
   return static_cast<void*>(c10::cuda::getCurrentCUDAStream(t.device().index()).stream());
 }
 
+// A non-finite position met by an earlier table kernel on `device` that has finished: the
+// CPU op's ValueError, saying it comes from an earlier call. A host read, no synchronisation.
+void raise_pending_position_error(int device) {
+  if (const std::optional<std::string> message = cr::cuda::take_position_error(device))
+    throw cr::Error("an earlier rotary_table call on cuda:" + std::to_string(device) +
+                    " met a non-finite position, and that table holds NaN for it: " + *message);
+}
+
 Tensor rotary_table_cuda(const Tensor& position_ids, std::int64_t rotary_dim,
                          const std::vector<std::int64_t>& sections, double theta,
                          const std::string& layout) {
@@ -60,36 +73,24 @@ Tensor rotary_table_cuda(const Tensor& position_ids, std::int64_t rotary_dim,
     cr::torch_ops::check_position_ids(position_ids);
     const cr::RotaryConfig config = cr::torch_ops::rotary_config_of(rotary_dim, sections, theta, layout);
     const c10::cuda::CUDAGuard guard(position_ids.device());
+    raise_pending_position_error(position_ids.device().index());
     const Tensor pos = position_ids.to(at::kFloat).contiguous();
     const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
-    // The kernels cannot see a non-finite position (they run on the device, asynchronously):
-    // checked here with one reduction and one synchronisation per table, as the CPU op would
-    // reject it. Only the axes the layout reads count, as on the CPU. Integer positions (the
-    // Hugging Face compat modes return int64) cannot be non-finite: no check, no sync.
-    const bool may_be_non_finite = at::isFloatingType(position_ids.scalar_type());
-    std::vector<std::int64_t> used;
-    for (int a : cr::frequency_axes(config))
-      if (std::find(used.begin(), used.end(), a) == used.end()) used.push_back(a);
-    std::sort(used.begin(), used.end());
-    if (may_be_non_finite && pos.numel() > 0) {
-      const Tensor read = pos.index_select(0, at::tensor(used, pos.options().dtype(at::kLong)));
-      const Tensor bad = at::logical_not(at::isfinite(read));
-      if (bad.any().item<bool>()) {
-        const Tensor first = bad.nonzero().select(0, 0).cpu();  // (axis index, row, token)
-        const std::int64_t a = used[static_cast<std::size_t>(first[0].item<std::int64_t>())];
-        const std::int64_t b = first[1].item<std::int64_t>(), s = first[2].item<std::int64_t>();
-        std::ostringstream m;
-        m.precision(10);
-        m << "rotary table: position of axis " << a << " at row " << b << ", token " << s << " is "
-          << pos[a][b][s].item<float>() << " (positions must be finite)";
-        throw cr::Error(m.str());
-      }
-    }
     Tensor table = at::empty({batch, seq_len, rotary_dim}, pos.options());
-    cr::cuda::make_rotary_table_into(
+    cr::cuda::internal::make_rotary_table_into_device_memory(
         config, pos.data_ptr<float>(), batch, seq_len,
         {table.data_ptr<float>(), static_cast<std::size_t>(table.numel())}, current_stream(pos));
     return table;
+  });
+}
+
+// The non-finite position recorded by table kernels on `device` since the last call, as the
+// CPU op's message, and clears it; "" when there is none. Does not synchronise: the caller
+// does, to cover every table queued so far.
+std::string take_position_error(std::int64_t device) {
+  return guarded([&] {
+    TORCH_CHECK_VALUE(device >= 0 && device < 1024, "device must be a CUDA device index, got ", device);
+    return cr::cuda::take_position_error(static_cast<int>(device)).value_or("");
   });
 }
 
@@ -110,7 +111,7 @@ void rotate_cuda(const cr::torch_ops::RotaryCall& call, const Tensor& table, con
   cr::RotaryParams params;
   params.pairing = call.pairing;
   params.direction = backward ? cr::Direction::backward : cr::Direction::forward;
-  cr::cuda::rotate(view, targets, params, current_stream(q));
+  cr::cuda::internal::rotate_device_memory(view, targets, params, current_stream(q));
 }
 
 std::tuple<Tensor, Tensor> rotary_apply_cuda(const Tensor& q, const Tensor& k, const Tensor& table,
@@ -135,6 +136,10 @@ void rotary_apply_inplace_cuda(const Tensor& q, const Tensor& k, const Tensor& t
 }
 
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(circlerope, m) {
+  m.def("take_position_error(int device) -> str", &take_position_error);
+}
 
 TORCH_LIBRARY_IMPL(circlerope, CUDA, m) {
   m.impl("rotary_table", &rotary_table_cuda);

@@ -96,6 +96,30 @@ def has_cuda_kernels() -> bool:
     about whether a GPU is present (torch.cuda.is_available())."""
     return _CUDA_KERNELS
 
+def check_cuda_positions(device=None) -> None:
+    """Raises the CPU's ValueError for a non-finite position that rotary_table met on a CUDA
+    device, and clears it. On CUDA, rotary_table never waits for the device (so that it can be
+    captured in a CUDA graph), so it cannot refuse such a position when called: that token's
+    table entries become NaN, the kernel records the position, and the next rotary_table call
+    on the device raises for it if the kernel has finished by then. This function waits for
+    the device (torch.cuda.synchronize) and reports what every table queued so far recorded.
+    device: a CUDA device or its index (default: the current one). Does nothing when the
+    operators have no CUDA kernels."""
+    if not _CUDA_KERNELS:
+        return
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(
+        "cuda", device) if isinstance(device, int) else torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"device must be a CUDA device, got {_shown(str(device))}")
+    index = torch.cuda.current_device() if device.index is None else device.index
+    torch.cuda.synchronize(index)
+    message = _ops.take_position_error(index)
+    if message:
+        raise ValueError(message)
+
+
+__all__ += ["check_cuda_positions"]
+
 Tensor = torch.Tensor
 
 
@@ -471,6 +495,14 @@ def _fused_device(t: Tensor) -> bool:
 
 
 def _check_device(*tensors: Tensor) -> None:
+    q, k, table = tensors
+    # The common call, decided with the cheapest attribute reads (one rotation per layer: its
+    # host time counts); anything else takes the checks below, which name the problem.
+    if (type(q) is Tensor and type(k) is Tensor and type(table) is Tensor and q.layout == k.layout ==
+            table.layout == torch.strided and table.dim() == 3 and table.shape[0] * table.shape[1] <= _MAX_TOKENS
+            and ((q.is_cpu and k.is_cpu and table.is_cpu)
+                 or (_CUDA_KERNELS and q.is_cuda and k.device == q.device and table.device == q.device))):
+        return
     named = list(zip(("q", "k", "table"), tensors))
     for name, t in named:
         if not isinstance(t, torch.Tensor):
@@ -508,6 +540,8 @@ def apply_rotary(q: Tensor, k: Tensor, table: Tensor, *, pairing: str = "neox",
     _check_device(q, k, table)
     # the operator reads both names; a non-string would be torch's RuntimeError
     pairing, qk_layout = _text(pairing, "pairing"), _text(qk_layout, "qk_layout")
+    if inplace is False:
+        return _ops.rotary_apply(q, k, table, pairing, qk_layout, False)
     if not isinstance(inplace, bool):
         raise ValueError(f"inplace must be True or False, got {_shown(inplace)}")
     if inplace:

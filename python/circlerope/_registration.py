@@ -1,12 +1,12 @@
-"""Fake (meta) kernels and the autograd formula of the torch.ops.circlerope operators.
+"""Fake (meta) kernels of the torch.ops.circlerope operators.
 
-The operators' schemas and device kernels are C++ (torch/ops.cpp, torch/ops_cuda.cpp); what
-PyTorch's custom-operator API takes from Python is registered here, so that fake tensors,
-torch.compile, torch.export and torch.library.opcheck see each operator's output shapes and
-dtypes without running it, and autograd runs through the supported API
-(torch.library.register_autograd). The package imports this module right after it loads the
-operator library; the library names it too (set_python_module), so torch imports it when a
-fake tensor reaches an operator first.
+The operators' schemas, device kernels and the autograd formula of rotary_apply are C++
+(torch/ops.cpp, torch/ops_cuda.cpp, torch/autograd.cpp); the fake kernels are registered here,
+as PyTorch's custom-operator API takes them from Python, so that fake tensors, torch.compile,
+torch.export and torch.library.opcheck see each operator's output shapes and dtypes without
+running it. The package imports this module right after it loads the operator library; the
+library names it too (set_python_module), so torch imports it when a fake tensor reaches an
+operator first.
 
 Output shapes depend only on input shapes: rope_index gives float32 [3, batch, seq_len] and
 [batch, 1], rotary_table float32 [batch, seq_len, rotary_dim], rotary_apply tensors shaped
@@ -46,26 +46,8 @@ def _rotary_apply_inplace_fake(q, k, table, pairing, qk_layout, backward):
     return None
 
 
-def _rotary_apply_setup_context(ctx, inputs, output):
-    _, _, table, pairing, qk_layout, backward = inputs
-    # A table built under torch.inference_mode() cannot be saved for backward; a copy can.
-    ctx.save_for_backward(table.clone() if table.is_inference() else table)
-    ctx.pairing, ctx.qk_layout, ctx.backward = pairing, qk_layout, backward
-
-
-def _rotary_apply_backward(ctx, grad_q, grad_k):
-    # The rotation is linear in q and k with an orthogonal matrix per pair, so its
-    # vector-Jacobian product is the inverse rotation: the same operator with -phi. It is
-    # differentiable itself, so double backward works. No gradient for the table: positions
-    # are indices, not parameters.
-    (table,) = ctx.saved_tensors
-    gq, gk = torch.ops.circlerope.rotary_apply(grad_q, grad_k, table, ctx.pairing, ctx.qk_layout,
-                                               not ctx.backward)
-    return gq, gk, None, None, None, None
-
-
 def register() -> None:
-    """Registers the fake kernels and the autograd formula once per process."""
+    """Registers the fake kernels once per process."""
     global _REGISTERED
     if _REGISTERED:
         return
@@ -74,8 +56,6 @@ def register() -> None:
     library.register_fake("circlerope::rotary_table")(_rotary_table_fake)
     library.register_fake("circlerope::rotary_apply")(_rotary_apply_fake)
     library.register_fake("circlerope::rotary_apply_")(_rotary_apply_inplace_fake)
-    library.register_autograd("circlerope::rotary_apply", _rotary_apply_backward,
-                              setup_context=_rotary_apply_setup_context)
     _REGISTERED = True
 
 
