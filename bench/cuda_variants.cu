@@ -103,7 +103,10 @@ float median(std::vector<float> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --quick: two shapes, few launches. --one-each: each variant launched once on one shape
+  // (3B, batch 1, S 16384, bf16, in place), for Nsight Compute to profile every variant.
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool one_each = argc > 1 && std::strcmp(argv[1], "--one-each") == 0;
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, L2 %d MB; medians of %d launches; GB/s counts bytes read + written\n", prop.name,
@@ -116,12 +119,14 @@ int main(int argc, char** argv) {
         for (std::int64_t seq : {4096, 16384, 32768})
           shapes.push_back({model.model, model.q_heads, model.kv_heads, batch, seq, dtype});
   if (quick) shapes.resize(2);
+  if (one_each) shapes = {Shape{"3B", 16, 2, 1, 16384, DType::bfloat16}};
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
-  const int reps = quick ? 5 : 20;
+  const int reps = one_each ? 1 : quick ? 5 : 20;
+  const int runs = one_each ? 1 : 3, warmup = one_each ? 0 : 2;
   for (const Shape& sh : shapes) {
     const std::int64_t D = 128, tokens = sh.batch * sh.seq;
     const std::size_t es = dtype_size(sh.dtype);
@@ -149,7 +154,7 @@ int main(int argc, char** argv) {
     const char* dname = sh.dtype == DType::bfloat16 ? "bf16" : "fp32";
     // the copy of the same bytes q + k read and written, as cudaMemcpyAsync does it
     std::vector<float> copy_ms;
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < runs; ++r) {
       CHECK(cudaEventRecord(start, stream));
       for (int i = 0; i < reps; ++i) {
         const Set& s = all[static_cast<std::size_t>(i % sets)];
@@ -166,6 +171,7 @@ int main(int argc, char** argv) {
     const double moved_out_of_place = 2.0 * static_cast<double>(q_bytes + k_bytes) + static_cast<double>(table_bytes);
     for (const bool in_place : {true, false})
       for (const Variant& v : kVariants) {
+        if (one_each && !in_place) continue;
         std::vector<gpu::RotateLaunch> jobs;
         for (const Set& s : all) {
           const HeadTensor q = bshd(s.q, sh.dtype, sh.batch, sh.seq, sh.q_heads, D);
@@ -184,8 +190,8 @@ int main(int argc, char** argv) {
           jobs.push_back(launches[0].job);
         }
         std::vector<float> ms_runs;
-        for (int r = 0; r < 3; ++r) {
-          for (int i = 0; i < 2; ++i) v.launch(jobs[static_cast<std::size_t>(i % sets)], sh.dtype, stream);
+        for (int r = 0; r < runs; ++r) {
+          for (int i = 0; i < warmup; ++i) v.launch(jobs[static_cast<std::size_t>(i % sets)], sh.dtype, stream);
           CHECK(cudaEventRecord(start, stream));
           for (int i = 0; i < reps; ++i) v.launch(jobs[static_cast<std::size_t>(i % sets)], sh.dtype, stream);
           CHECK(cudaEventRecord(stop, stream));
