@@ -13,7 +13,8 @@ namespace circlerope::gpu {
 
 namespace {
 
-constexpr int kThreads = 256;
+// 128 threads per block: 0.5-1% faster than 256 on an H200 for the rotation (bench/cuda_variants.cu)
+constexpr int kThreads = 128;
 
 unsigned blocks_for(std::uint64_t items) {
   // A grid-stride loop covers the rest when there are more items than 2^31 - 1 blocks hold.
@@ -29,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) table_kernel(const TableLaunch job) 
 }
 
 // One item per thread when the launch's indices fit in 32 bits (the grid then covers every
-// item: at most 2^31 / 256 blocks); a grid-stride loop in 64 bits otherwise.
+// item: at most 2^31 / 128 blocks); a grid-stride loop in 64 bits otherwise.
 template <class S, bool kVector, int H, class I>
 __global__ void __launch_bounds__(kThreads) rotate_kernel(const RotateLaunch job) {
   if constexpr (sizeof(I) == 4) {

@@ -42,9 +42,9 @@ std::vector<PlannedLaunch> plan_rotate(const RotaryTableView& table,
                                        std::span<const detail::CheckedTarget> targets,
                                        Pairing pairing, Direction direction,
                                        const PlanOptions& options) {
-  const int per_item = options.heads_per_item;
-  if (per_item != 1 && per_item != 2 && per_item != 4)
-    throw std::invalid_argument("plan_rotate: heads_per_item must be 1, 2 or 4");
+  if (options.heads_per_item != 0 && options.heads_per_item != 1 && options.heads_per_item != 2 &&
+      options.heads_per_item != 4)
+    throw std::invalid_argument("plan_rotate: heads_per_item must be 0 (by dtype), 1, 2 or 4");
   std::vector<PlannedLaunch> launches;
   // The largest table offset, and per launch the largest element offset of any view.
   const std::int64_t table_span = table.batch * table.seq_len * static_cast<std::int64_t>(table.rotary_dim);
@@ -54,6 +54,8 @@ std::vector<PlannedLaunch> plan_rotate(const RotaryTableView& table,
     PlannedLaunch* current = nullptr;
     for (const detail::CheckedTarget& c : targets) {
       if (vector_path(c, table.rotary_dim, pairing, table.values) != vector) continue;
+      const int per_item = options.heads_per_item != 0 ? options.heads_per_item
+                           : c.in.dtype == DType::float32 ? 1 : 2;
       if (current == nullptr || current->job.target_count == kMaxLaunchTargets) {
         launches.emplace_back();
         current = &launches.back();
