@@ -25,22 +25,56 @@ While decoding, the k-th token after a prompt of a row continues each geometry a
 a text token appended to the prompt would get (computed by appending one, so it is the full
 recompute's rule in every compat mode) plus k. transformers' own generate() rules (which differ
 between releases, docs/hf_compat.md) do not reach the layers.
+
+The rotation of q and k (apply(rotation=...)). "transformers" leaves it to the release's formula
+(q * cos + rotate_half(q) * sin) on the (cos, sin) above. "fused" moves it to circlerope's fused
+operator:
+
+- the rotary embedding's forward builds one circlerope.rotary_table per geometry and forward (not
+  per layer), from that geometry's positions on the hidden states' device, with the model's
+  frequencies (theta, head dim, mrope_section; Qwen3-VL's interleaved layout). The (cos, sin) it
+  returns are that table written out as the release's rotation function takes it (so anything
+  that rotates with them anyway gets the same angles), each tensor marked with the table;
+- the module-level function the release's text attention calls to rotate
+  (apply_multimodal_rotary_pos_emb in Qwen2-VL / Qwen2.5-VL of 4.x and early 5.x,
+  apply_rotary_pos_emb later and in Qwen3-VL) is replaced in its modeling module by a dispatcher:
+  a marked cos/sin pair goes to circlerope.apply_rotary with its table, anything else to the
+  function it replaced, so unswitched models, other instances and models switched with
+  rotation="transformers" run the release's formula as before. The marks travel inside the
+  layer's own arguments, so a layer recomputed under gradient checkpointing finds its table
+  again. The dispatcher stays while any model switched with rotation="fused" uses it (a count per
+  module); the last restore() (or the last such model being freed) puts the function back.
+
+The table's angles are computed in double and rounded once, transformers' in float32, so the two
+rotations agree within float32 rounding, not bit for bit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import sys
+import weakref
 from typing import List, Optional
 
 import torch
 
-from . import _MAX_TOKENS, AgePlan, CircleConfig, VisionConfig, _shown, _tensor, get_rope_index
+from . import _MAX_TOKENS, AgePlan, CircleConfig, RotaryConfig, VisionConfig, _shown, _tensor, get_rope_index
+
+# The package itself: rotary_table and apply_rotary are looked up on it at each call, so that a
+# spy (or a wrapper) set on circlerope sees the calls a switched model makes.
+_package = sys.modules[__package__]
 
 Tensor = torch.Tensor
 
 _ATTR = "_circlerope_switch"
 _SCHEMES = ("circle", "mrope", "vanilla", "unordered")
+_ROTATIONS = ("transformers", "fused")
+# The attribute of a cos / sin tensor that carries its _FusedTable (rotation="fused").
+_MARK = "_circlerope_fused"
+# The functions a release's text attention may call to rotate q and k, by the name it calls.
+_ROTATION_FUNCTIONS = ("apply_multimodal_rotary_pos_emb", "apply_rotary_pos_emb")
 # The config attribute save_pretrained writes and apply(model) with no geometry reads back.
 CONFIG_KEY = "circlerope"
 
@@ -75,6 +109,8 @@ class _Switch:
     official_decode: bool
     plan: Optional[AgePlan]
     qwen3: bool = False      # Qwen3-VL: every video frame is a block of its own (below)
+    rotation: str = "transformers"
+    fused: Optional["_FusedRotation"] = None  # rotation="fused": the table's settings and the patch
     undo: list = dataclasses.field(default_factory=list)   # (object, name, had own attribute, value)
     call: Optional[_Call] = None
     computed: Optional[dict] = None  # what the patched get_rope_index computed last
@@ -84,6 +120,108 @@ class _Switch:
         circle = {f.name: getattr(self.circle, f.name) for f in dataclasses.fields(self.circle)}
         return {"scheme": self.schemes[self.primary], "age": None if self.plan is None else self.plan.pattern,
                 "circle": circle, "official_decode": self.official_decode}
+
+
+class _FusedTable:
+    """What the cos and sin of one geometry carry under rotation="fused" (as their _MARK
+    attribute): the geometry's rotary_table and the sections it was built with."""
+
+    __slots__ = ("table", "sections")
+
+    def __init__(self, table: Tensor, sections: tuple):
+        self.table = table
+        self.sections = sections
+
+
+@dataclasses.dataclass(eq=False)
+class _Patch:
+    """A dispatcher installed in place of a release's rotation function (namespace[name]: the
+    modeling module's globals, where the attention's forward looks the name up), and how many
+    switched models use it."""
+    namespace: dict = dataclasses.field(repr=False)
+    name: str
+    original: object
+    dispatcher: object
+    users: int = 0
+
+
+_PATCHES: dict = {}  # (id(namespace), name) -> the _Patch installed there
+
+
+@dataclasses.dataclass(eq=False)
+class _FusedRotation:
+    rotary: RotaryConfig    # the model's frequencies, as rotary_table takes them
+    multimodal: bool        # the rotation function takes cos/sin [3, B, S, D] (else [B, S, D])
+    release: object         # weakref.finalize: gives the patch back once (restore, or the model freed)
+
+
+def _fused_rotate(q, k, mark: _FusedTable, signature, args, kwargs):
+    """A release's rotation call (q, k, cos, sin, *args, **kwargs) through the fused operator,
+    with the table its cos/sin carry."""
+    if signature is None:
+        bound = dict(kwargs)
+    else:
+        try:
+            bound = signature.bind(q, k, None, None, *args, **kwargs).arguments
+        except TypeError as e:
+            raise ValueError(f"the rotation of a model switched with rotation='fused' was called with arguments "
+                             f"its release's function does not take: {e}") from None
+    unsqueeze_dim = bound.get("unsqueeze_dim", 1)
+    if unsqueeze_dim not in (1, 2) or isinstance(unsqueeze_dim, bool):
+        raise ValueError(f"unsqueeze_dim {_shown(unsqueeze_dim)}: the fused rotation takes q and k as [B, H, S, D] "
+                         "(1) or [B, S, H, D] (2)")
+    sections = bound.get("mrope_section")
+    if sections is not None and [int(x) for x in sections] != list(mark.sections):
+        raise ValueError(f"the attention rotates with mrope_section {_shown(list(sections))}, but the table of the "
+                         f"model switched with rotation='fused' was built with {list(mark.sections)}")
+    return _package.apply_rotary(q, k, mark.table, pairing="neox", qk_layout="bhsd" if unsqueeze_dim == 1 else "bshd")
+
+
+def _dispatcher(original):
+    """original's stand-in: a cos/sin pair marked by a switched model's fused rotary goes through
+    the fused operator, every other call to original, unchanged."""
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+
+    def rotate(q, k, cos, sin, *args, **kwargs):
+        mark = getattr(cos, _MARK, None)
+        if mark is None or getattr(sin, _MARK, None) is not mark:
+            return original(q, k, cos, sin, *args, **kwargs)
+        return _fused_rotate(q, k, mark, signature, args, kwargs)
+
+    functools.update_wrapper(rotate, original)
+    rotate.__circlerope_dispatcher__ = original
+    return rotate
+
+
+def _acquire(namespace: dict, name: str) -> _Patch:
+    """The dispatcher in namespace[name], installed unless this module's is there already; one
+    more user."""
+    key = (id(namespace), name)
+    patch = _PATCHES.get(key)
+    if patch is None or namespace.get(name) is not patch.dispatcher:
+        # Not ours, or replaced since by someone else: wrap what is there now.
+        original = namespace[name]
+        patch = _Patch(namespace, name, original, _dispatcher(original))
+        namespace[name] = patch.dispatcher
+        _PATCHES[key] = patch
+    patch.users += 1
+    return patch
+
+
+def _release(patch: _Patch) -> None:
+    """One user fewer; the last puts back what the dispatcher replaced (unless something else has
+    replaced the dispatcher since: that is left in place)."""
+    patch.users -= 1
+    if patch.users > 0:
+        return
+    if patch.namespace.get(patch.name) is patch.dispatcher:
+        patch.namespace[patch.name] = patch.original
+    key = (id(patch.namespace), patch.name)
+    if _PATCHES.get(key) is patch:
+        del _PATCHES[key]
 
 
 # ---------------------------------------------------------------- discovery ---
@@ -116,6 +254,61 @@ def _parts(model):
                          "circlerope.hf.apply takes a Qwen2VLForConditionalGeneration / "
                          "Qwen2_5_VLForConditionalGeneration (or its .model)")
     return holder, text
+
+
+def _rotation_site(text):
+    """(namespace, name): where the text attention's forward looks up the function it rotates q
+    and k with (its modeling module's globals) and that function's name, the same in every layer."""
+    sites = {}
+    for layer in text.layers:
+        attention = getattr(layer, "self_attn", None)
+        forward = inspect.unwrap(getattr(type(attention), "forward", None) or (lambda: None))
+        code, namespace = getattr(forward, "__code__", None), getattr(forward, "__globals__", None)
+        names = [n for n in _ROTATION_FUNCTIONS if code is not None and n in code.co_names and n in namespace]
+        if not names:
+            raise ValueError(f"rotation='fused': the text attention {type(attention).__name__} calls none of "
+                             f"{', '.join(_ROTATION_FUNCTIONS)} (this transformers release rotates q and k in a way "
+                             "circlerope.hf does not know): use rotation='transformers'")
+        sites[id(namespace), names[0]] = (namespace, names[0])
+    if len(sites) != 1:
+        raise ValueError(f"rotation='fused': the text layers rotate with {len(sites)} different functions")
+    return next(iter(sites.values()))
+
+
+def _fused_rotary(config, rotary, qwen3: bool) -> RotaryConfig:
+    """The RotaryConfig whose table holds the angles of the model's rotary embedding `rotary`:
+    its mrope_section (its own attribute where the release keeps one, else the config's),
+    rope_theta and head dimension from the config, Qwen3-VL's interleaved layout. Refused unless
+    the embedding computes the default rope type's angles (attention_scaling 1, the default
+    inverse frequencies): a scaled or dynamic rope type is not a table of theta^(-2i/D)."""
+    from . import hf  # noqa: PLC0415
+
+    rope_type = getattr(rotary, "rope_type", "default")
+    scaling = getattr(rotary, "attention_scaling", 1.0)
+    if not isinstance(rope_type, str) or rope_type not in ("default", "mrope"):
+        raise ValueError(f"rotation='fused' builds the default rope type's angles, but this model's rope_type is "
+                         f"{_shown(rope_type)}: use rotation='transformers'")
+    if not isinstance(scaling, (int, float)) or scaling != 1.0:
+        raise ValueError(f"rotation='fused' rotates without scaling cos and sin, but this model's rotary "
+                         f"attention_scaling is {_shown(scaling)}: use rotation='transformers'")
+    base = hf.rotary_config(config)
+    sections = getattr(rotary, "mrope_section", None)
+    sections = base.sections if sections is None else tuple(hf._sections(sections, "rotary mrope_section"))
+    cfg = RotaryConfig(sections=sections, theta=base.theta, layout="interleaved" if qwen3 else "chunked",
+                       rotary_dim=base.rotary_dim)
+    inv_freq = getattr(rotary, "inv_freq", None)
+    if isinstance(inv_freq, torch.Tensor) and inv_freq.device.type != "meta":
+        dim = cfg.dim
+        want = 1.0 / (float(cfg.theta) ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float32) / dim))
+        have = inv_freq.detach().to("cpu")
+        # A model cast with model.to(dtype) holds its inverse frequencies rounded to that dtype
+        # (transformers rotates with them); the table uses them unrounded.
+        if have.shape != want.shape or not torch.allclose(have.to(torch.float32), want.to(have.dtype).to(torch.float32),
+                                                          rtol=1e-6, atol=0):
+            raise ValueError(f"rotation='fused' builds the angles theta^(-2i/D) of rope_theta {cfg.theta:g} and head "
+                             f"dimension {dim}, but the model's rotary inv_freq ({list(have.shape)}) holds other "
+                             "frequencies: use rotation='transformers'")
+    return cfg
 
 
 def _set(switch: _Switch, obj, name: str, value) -> None:
@@ -315,6 +508,21 @@ def _outer_forward(switch: _Switch, original):
     return forward
 
 
+def _fused_pair(fused: _FusedRotation, x: Tensor, positions: Tensor):
+    """One geometry's (cos, sin) under rotation="fused": its table, built once here, written out
+    as the release's rotation function takes cos and sin (the table's angles in x's dtype,
+    halves repeated; [3, B, S, D] with every axis the same where it picks sections itself),
+    each tensor marked with the table for the dispatcher."""
+    table = _package.rotary_table(positions, fused.rotary)
+    cos, sin = (torch.cat((half, half), -1).to(x.dtype) for half in table.chunk(2, -1))
+    if fused.multimodal:
+        cos, sin = cos.expand(3, *cos.shape), sin.expand(3, *sin.shape)
+    mark = _FusedTable(table, fused.rotary.sections)
+    setattr(cos, _MARK, mark)
+    setattr(sin, _MARK, mark)
+    return cos, sin
+
+
 def _rotary_forward(switch: _Switch, original):
     def forward(x, position_ids, *args, **kwargs):
         call = switch.call
@@ -322,10 +530,21 @@ def _rotary_forward(switch: _Switch, original):
             raise RuntimeError("the rotary embedding of a model switched by circlerope.hf ran outside the model's "
                                "own forward (call the model, not its text model)")
         positions = call.positions.to(x.device)
+        if switch.fused is not None:
+            if not _package._fused_device(x):
+                raise ValueError(f"rotation='fused': the model runs on {x.device}, for which this circlerope has no "
+                                 "fused kernels (CPU, and CUDA when built with CIRCLEROPE_CUDA=ON): use "
+                                 "rotation='transformers'")
+            fused = switch.fused
+
+            def embed(x, pos, *unused_args, **unused_kwargs):
+                return _fused_pair(fused, x, pos)
+        else:
+            embed = original
         if call.decoding and switch.official_decode:
             # The reference's decode: every layer on Circle-RoPE's positions.
-            return original(x, positions[switch.schemes.index("circle")], *args, **kwargs)
-        pairs = [original(x, positions[g], *args, **kwargs) for g in range(len(switch.schemes))]
+            return embed(x, positions[switch.schemes.index("circle")], *args, **kwargs)
+        pairs = [embed(x, positions[g], *args, **kwargs) for g in range(len(switch.schemes))]
         if len(pairs) == 1:
             return pairs[0]
         return _GeometryEmbeddings(pairs, switch.primary)
@@ -386,8 +605,14 @@ def _geometry_from_config(config, layers: int):
     return saved["scheme"], circle, saved.get("age"), bool(saved.get("official_decode", False))
 
 
+def _check_rotation(rotation) -> str:
+    if not isinstance(rotation, str) or rotation not in _ROTATIONS:
+        raise ValueError(f"rotation {_shown(rotation)} (expected one of {', '.join(_ROTATIONS)})")
+    return rotation
+
+
 def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig] = None, age=None,
-          compat: Optional[str] = None, official_decode: bool = False):
+          compat: Optional[str] = None, official_decode: bool = False, rotation: str = "transformers"):
     """Switch a loaded transformers Qwen2-VL / Qwen2.5-VL / Qwen3-VL model to a geometry, in place;
     returns the model. restore(model) undoes it. Qwen3-VL separates a video's frames with
     timestamp tokens: each frame is a vision block of its own, so under Circle-RoPE each frame
@@ -407,12 +632,23 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     official_decode: decode as the reference repository does (every layer on Circle-RoPE's
         positions after the prompt), to compare against its numbers; a cached generate() then
         differs from a full recompute under AGE.
+    rotation: how the text attention rotates q and k, a runtime choice (not saved in the config):
+        "transformers" (default): the release's own formula on its (cos, sin); M-RoPE is then the
+            unswitched model bit for bit.
+        "fused": circlerope's fused operator (circlerope.apply_rotary; CPU kernels, and CUDA ones in
+            a CUDA build), with one circlerope.rotary_table per geometry and forward shared by the
+            layers. Equal to "transformers" within float32 rounding (the table's angles are
+            rounded once from double, transformers' computed in float32); in bfloat16 q and k are
+            rounded once instead of after each of the formula's operations. Only for the default
+            rope type (attention_scaling 1): other rope types are refused. The module docstring
+            says how it reaches the layers.
     """
     from . import hf  # noqa: PLC0415
 
     if getattr(model, _ATTR, None) is not None:
         raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) first")
     official_decode = hf._flag(official_decode, "official_decode")
+    rotation = _check_rotation(rotation)
     compat = hf._check_compat(compat)
     holder, text = _parts(model)
     config = model.config
@@ -442,10 +678,13 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     # Qwen3-VL's get_rope_index is its release's Qwen2-VL rule on blocks of one frame (the video
     # grids split, below), so it takes its release's compat mode like the others.
     qwen3 = config.model_type == "qwen3_vl"
+    if rotation == "fused":  # everything it needs is checked before the model is touched
+        namespace, function = _rotation_site(text)
+        fused_rotary = _fused_rotary(config, text.rotary_emb, qwen3)
     switch = _Switch(schemes=schemes, primary=schemes.index("circle") if "circle" in schemes else 0,
                      layer_geometry=[schemes.index(s) for s in per_layer], circle=circle or CircleConfig(),
                      vision=VisionConfig.from_hf_config(config), compat=compat,
-                     official_decode=bool(official_decode), plan=plan, qwen3=qwen3)
+                     official_decode=bool(official_decode), plan=plan, qwen3=qwen3, rotation=rotation)
     # The primary geometry's get_rope_index (rope_index_fn validates the settings now, not at the
     # first forward), which also keeps every geometry's positions for the forward that follows:
     # generate() from 5.x runs the vision tower and get_rope_index before the first forward and
@@ -492,6 +731,11 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         if getattr(obj, "rope_deltas", None) is not None:
             _set(switch, obj, "rope_deltas", None)
     _set(switch, config, CONFIG_KEY, switch.describe())
+    if rotation == "fused":
+        patch = _acquire(namespace, function)
+        release = weakref.finalize(model, _release, patch)
+        release.atexit = False
+        switch.fused = _FusedRotation(fused_rotary, function == "apply_multimodal_rotary_pos_emb", release)
     object.__setattr__(model, _ATTR, switch)
     return model
 
@@ -507,26 +751,37 @@ def restore(model):
             setattr(obj, name, value)
         elif name in vars(obj):
             delattr(obj, name)
+    if switch.fused is not None:
+        switch.fused.release()  # the rotation function back in its module if no other model uses it
+        switch.fused = None
     object.__delattr__(model, _ATTR)
     return model
 
 
 def geometry(model) -> Optional[dict]:
-    """What apply() set on `model` (scheme, age pattern, circle options, official_decode), or None."""
+    """What apply() set on `model` (scheme, age pattern, circle options, official_decode, and the
+    rotation, which is not saved with the geometry), or None."""
     switch = getattr(model, _ATTR, None)
     return None if switch is None else dict(switch.describe(), schemes=list(switch.schemes),
-                                            layer_geometry=list(switch.layer_geometry), compat=switch.compat)
+                                            layer_geometry=list(switch.layer_geometry), compat=switch.compat,
+                                            rotation=switch.rotation)
 
 
-def from_pretrained(model_class, path, **kwargs):
+def from_pretrained(model_class, path, *, rotation: str = "transformers", **kwargs):
     """model_class.from_pretrained(path, **kwargs), switched to the geometry its config saved
     (config.circlerope, written by save_pretrained of a switched model, or the official code's
-    config.circle_rope); unswitched when it names none."""
+    config.circle_rope) with apply(model, rotation=rotation); unswitched when it names none, which
+    rotation="fused" refuses (it needs a switched model: apply(model, scheme, rotation="fused"))."""
     if not callable(getattr(model_class, "from_pretrained", None)):
         raise ValueError(f"model_class must be a transformers model class (with from_pretrained), got {_shown(model_class)}")
+    rotation = _check_rotation(rotation)
     model = model_class.from_pretrained(path, **kwargs)
     if getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
-        apply(model)
+        apply(model, rotation=rotation)
+    elif rotation != "transformers":
+        raise ValueError(f"rotation={_shown(rotation)}: the config at {_shown(str(path))} names no circlerope geometry, "
+                         "so the model is not switched; switch it with circlerope.hf.apply(model, scheme, "
+                         f"rotation={_shown(rotation)})")
     return model
 
 

@@ -27,7 +27,11 @@ with `mrope_section` like transformers' function of that name: the fused operato
 transformers' formula in q's dtype otherwise (fused=True: the operator for every dtype).
 
 A whole model: apply(model, scheme | age=...) switches a loaded Qwen2-VL / Qwen2.5-VL / Qwen3-VL
-model (every layer, generate(), packing, save/load), restore(model) undoes it.
+model (every layer, generate(), packing, save/load), restore(model) undoes it. With
+rotation="fused" its text attention rotates q and k with the fused operator, from one
+circlerope.rotary_table per geometry and forward (apply_multimodal_rotary_pos_emb above builds
+a table from cos and sin at every call instead: it stands in for transformers' function where a
+caller holds only cos and sin).
 
 Errors: every argument this module cannot use raises ValueError naming the argument and its
 value (by the package's quoting rule: one short line), a value of the wrong type included, as
