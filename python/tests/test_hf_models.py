@@ -12,20 +12,26 @@ Checked against transformers itself and against an independent layer-by-layer fo
 - pack(): per-sample logits equal separate forwards; its positions survive a bf16 cast;
 - gradients with and without gradient checkpointing; save_pretrained / from_pretrained;
   restore(); errors;
-- the models' q/k rotation through circlerope's fused operator equals transformers' formula.
+- apply(rotation="fused"), the q/k rotation through circlerope's fused operator: equal to
+  transformers' formula (logits, gradients), one table per forward and geometry and one fused
+  call per layer (forward, decode, pack, checkpointed recompute), its table equal to the
+  release's own angles, the release's rotation function back in its module after restore().
 
 The same checks run on another device and dtype, chosen by the environment (default: cpu,
 float32 and transformers' own rotation, what CI runs); scripts/gpu_check.py runs them on a GPU:
   CIRCLEROPE_HF_TEST_DEVICE    cpu | cuda: the models, their inputs and the rotation
   CIRCLEROPE_HF_TEST_DTYPE     float32 | bfloat16: the models' weights and activations, built as
                                from_pretrained(dtype=...) builds them (rotary inv_freq float32)
-  CIRCLEROPE_HF_TEST_ROTATION  transformers | fused: the text attention's q/k rotation stays
-                               transformers' formula, or goes through circlerope's fused
-                               operator (its CUDA kernel on cuda) in every check
+  CIRCLEROPE_HF_TEST_ROTATION  transformers | fused: the rotation every hf.apply (and
+                               hf.from_pretrained) of this file switches with, unless a test
+                               names one: transformers' formula, or circlerope's fused operator
+                               (its CUDA kernel on cuda). Unswitched models keep the formula.
 Each tolerance below says what it is in float32 and in bfloat16, and why.
 """
 
-import contextlib
+import dataclasses
+import functools
+import gc
 import importlib
 import inspect
 import os
@@ -61,7 +67,8 @@ def _setting(name, default, allowed):
 
 DEVICE = torch.device(_setting("CIRCLEROPE_HF_TEST_DEVICE", "cpu", ("cpu", "cuda")))
 DTYPE = getattr(torch, _setting("CIRCLEROPE_HF_TEST_DTYPE", "float32", ("float32", "bfloat16")))
-FUSED = _setting("CIRCLEROPE_HF_TEST_ROTATION", "transformers", ("transformers", "fused")) == "fused"
+ROTATION = _setting("CIRCLEROPE_HF_TEST_ROTATION", "transformers", ("transformers", "fused"))
+FUSED = ROTATION == "fused"
 DEFAULT_SETTING = DEVICE.type == "cpu" and DTYPE == torch.float32 and not FUSED
 if DEVICE.type == "cuda" and not torch.cuda.is_available():
     pytest.skip(f"CIRCLEROPE_HF_TEST_DEVICE=cuda, but no CUDA device: torch {torch.__version__} (CUDA "
@@ -316,62 +323,73 @@ def forward_logits(model, inputs):
 # The modules whose text attention rotates q and k, and the function it calls: transformers'
 # apply_multimodal_rotary_pos_emb (cos/sin [3, B, S, D]: Qwen2-VL and Qwen2.5-VL in 4.x and
 # early 5.x) or apply_rotary_pos_emb (cos/sin [B, S, D], each frequency already on its axis:
-# Qwen3-VL, and Qwen2-VL / Qwen2.5-VL in later 5.x, 5.24 among them). Their vision towers call
-# functions of other names.
-_ROTATIONS = {}
-for _name in ("qwen2_vl.modeling_qwen2_vl", "qwen2_5_vl.modeling_qwen2_5_vl", "qwen3_vl.modeling_qwen3_vl"):
+# Qwen3-VL, and Qwen2-VL / Qwen2.5-VL in later 5.x, 5.24 among them), as this release defines
+# them (the originals that apply(rotation="fused") replaces and restore() must put back).
+# Their vision towers call functions of other names.
+MODULES = {"qwen2_vl": "qwen2_vl.modeling_qwen2_vl", "qwen2_5_vl": "qwen2_5_vl.modeling_qwen2_5_vl",
+           "qwen3_vl": "qwen3_vl.modeling_qwen3_vl"}
+RELEASE_ROTATIONS = {}
+for _type, _name in MODULES.items():
     try:
         _module = importlib.import_module(f"transformers.models.{_name}")
     except ImportError:  # Qwen3-VL before 4.57
         continue
     for _fn in ("apply_multimodal_rotary_pos_emb", "apply_rotary_pos_emb"):
         if hasattr(_module, _fn):
-            _ROTATIONS[_module, _fn] = getattr(_module, _fn)
-FUSED_CALLS = []  # the device type of each q the fused rotation rotated
-
-
-def _fused_multimodal(q, k, cos, sin, mrope_section, unsqueeze_dim=1):
-    """transformers' apply_multimodal_rotary_pos_emb through circlerope's fused operator."""
-    assert circlerope._fused_device(q), f"circlerope has no fused kernel for {q.device}"  # no silent formula
-    FUSED_CALLS.append(q.device.type)
-    return hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, mrope_section, unsqueeze_dim, fused=True)
-
-
-def _fused_selected(q, k, cos, sin, *unused, unsqueeze_dim=1):
-    """transformers' apply_rotary_pos_emb the same way: its one axis given as all three, every
-    frequency from the first (mrope_section is three entries, as circlerope.hf requires)."""
-    return _fused_multimodal(q, k, cos.expand(3, *cos.shape), sin.expand(3, *sin.shape),
-                             [cos.size(-1) // 2, 0, 0], unsqueeze_dim)
-
-
-@contextlib.contextmanager
-def rotation(fused):
-    """The models' text attention rotates q and k with circlerope's fused operator (fused) or
-    with transformers' own formula, inside the block."""
-    for (module, fn), original in _ROTATIONS.items():
-        setattr(module, fn, original if not fused else
-                _fused_multimodal if fn == "apply_multimodal_rotary_pos_emb" else _fused_selected)
-    try:
-        yield
-    finally:
-        for (module, fn), original in _ROTATIONS.items():
-            setattr(module, fn, original)
+            RELEASE_ROTATIONS[_type] = (_module, _fn, getattr(_module, _fn))
+            break
+_APPLY = hf.apply
 
 
 @pytest.fixture(autouse=True)
-def _device_and_rotation():
-    """CIRCLEROPE_HF_TEST_ROTATION=fused: every check runs with the fused rotation. On CUDA,
-    float32 means float32: cuDNN's TF32 convolutions (its default) would round the vision
-    tower's patch embedding to 10-bit mantissas, by an algorithm cuDNN picks per batch size (a
-    pack against its samples). Matmuls are float32 by default."""
+def _device_and_rotation(monkeypatch):
+    """CIRCLEROPE_HF_TEST_ROTATION=fused: hf.apply switches with rotation="fused" unless the test
+    names a rotation. On CUDA, float32 means float32: cuDNN's TF32 convolutions (its default)
+    would round the vision tower's patch embedding to 10-bit mantissas, by an algorithm cuDNN
+    picks per batch size (a pack against its samples). Matmuls are float32 by default. After
+    every test the releases' rotation functions are their own again (a switched model left
+    behind gives its dispatcher back when it is freed)."""
+    if FUSED:
+        monkeypatch.setattr(hf, "apply", functools.partial(_APPLY, rotation="fused"))
     tf32 = torch.backends.cudnn.allow_tf32
     if DEVICE.type == "cuda":
         torch.backends.cudnn.allow_tf32 = False
     try:
-        with rotation(FUSED):
-            yield
+        yield
     finally:
         torch.backends.cudnn.allow_tf32 = tf32
+        gc.collect()
+        for module, fn, original in RELEASE_ROTATIONS.values():
+            assert getattr(module, fn) is original, f"{module.__name__}.{fn} is still replaced after the test"
+
+
+class FusedSpy:
+    """Counts the calls a switched model makes of circlerope.rotary_table (tables) and
+    circlerope.apply_rotary (rotations, with the device type of each q)."""
+
+    def __init__(self, monkeypatch):
+        self.tables, self.rotations = 0, []
+        table, rotate = circlerope.rotary_table, circlerope.apply_rotary
+
+        def rotary_table(*args, **kwargs):
+            self.tables += 1
+            return table(*args, **kwargs)
+
+        def apply_rotary(q, *args, **kwargs):
+            assert circlerope._fused_device(q), f"circlerope has no fused kernel for {q.device}"
+            self.rotations.append(q.device.type)
+            return rotate(q, *args, **kwargs)
+
+        monkeypatch.setattr(circlerope, "rotary_table", rotary_table)
+        monkeypatch.setattr(circlerope, "apply_rotary", apply_rotary)
+
+    def clear(self):
+        self.tables, self.rotations = 0, []
+
+
+@pytest.fixture
+def fused_spy(monkeypatch):
+    return FusedSpy(monkeypatch)
 
 
 @pytest.fixture
@@ -408,6 +426,9 @@ REQUESTS = {"text": lambda: {"input_ids": torch.tensor([[5, 6, 7, 8, 9]])},
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("name", list(REQUESTS))
 def test_switched_mrope_is_the_unswitched_model_bit_for_bit(model_type, attn, name):
+    """Bit for bit with transformers' rotation; with the fused one (CIRCLEROPE_HF_TEST_ROTATION)
+    within the rounding of test_the_fused_rotation_inside_a_model_equals_transformers_formula,
+    since the unswitched model rotates with the formula."""
     skip_if_transformers_refuses(model_type, name)
     model = make_model(model_type, attn)
     inputs = inputs_for(model_type, name)
@@ -415,7 +436,10 @@ def test_switched_mrope_is_the_unswitched_model_bit_for_bit(model_type, attn, na
     hf.apply(model, "mrope")
     got = forward_logits(model, inputs)  # no mm_token_type_ids: apply derives them
     real = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"])).bool()
-    assert torch.equal(got[real], want[real])
+    if FUSED:
+        assert_near(got[real], want[real], 1e-5)
+    else:
+        assert torch.equal(got[real], want[real])
     hf.restore(model)
     assert torch.equal(forward_logits(model, hf_kwargs(model, inputs))[real], want[real])
 
@@ -460,6 +484,36 @@ def reference_logits(model, inputs, per_layer_schemes, circle=None):
             out = type(layer).forward(layer, hidden, attention_mask=additive, position_embeddings=pos[scheme])
             hidden = out[0] if isinstance(out, tuple) else out
         return model.lm_head(text.norm(hidden)).cpu()
+
+
+def fused_rotary(model):
+    """The RotaryConfig of a model's table under rotation="fused": the release's mrope_section,
+    rope_theta and head dimension; Qwen3-VL's frequencies interleaved (its
+    apply_interleaved_mrope), Qwen2-VL's and Qwen2.5-VL's chunked."""
+    return dataclasses.replace(hf.rotary_config(model.config),
+                               layout="interleaved" if model.config.model_type == "qwen3_vl" else "chunked")
+
+
+def assert_layer_receives(pair, model, positions, msg=None):
+    """The (cos, sin) a layer of a switched model received is its geometry's for float32
+    positions [3, B, S], bit for bit: transformers' rotary embedding's, or under the fused
+    rotation those tensors marked with circlerope.rotary_table(positions) of the model's
+    frequencies, and holding that table's angles (halves repeated, in the model's dtype; the
+    same on every axis where the release takes [3, B, S, D])."""
+    assert type(pair) is tuple and len(pair) == 2, msg
+    rotary = parts(model).rotary_emb
+    mark = getattr(pair[0], "_circlerope_fused", None)
+    if hf.geometry(model)["rotation"] == "transformers":
+        assert mark is None, msg
+        cos, sin = type(rotary).forward(rotary, torch.zeros(1, dtype=DTYPE, device=DEVICE), positions.to(DEVICE))
+    else:
+        assert mark is not None and getattr(pair[1], "_circlerope_fused", None) is mark, msg
+        table = circlerope.rotary_table(positions.to(DEVICE), fused_rotary(model))
+        assert torch.equal(mark.table, table), msg
+        cos, sin = (torch.cat((h, h), -1).to(DTYPE) for h in table.chunk(2, -1))
+        if pair[0].dim() == 4:
+            cos, sin = cos.expand(3, *cos.shape), sin.expand(3, *sin.shape)
+    assert torch.equal(pair[0], cos) and torch.equal(pair[1], sin), msg
 
 
 GEOMETRIES = {"circle": dict(scheme="circle"), "vanilla": dict(scheme="vanilla"),
@@ -513,14 +567,13 @@ def test_each_layer_receives_its_geometrys_cos_sin_from_float32_positions(monkey
     forward_logits(model, inputs)
     for h in hooks:
         h.remove()
-    assert all(p.dtype == torch.float32 for p in seen_positions) and len(seen_positions) == 2
+    # Under the fused rotation the table is built from the positions instead.
+    assert all(p.dtype == torch.float32 for p in seen_positions) and len(seen_positions) == (0 if FUSED else 2)
     vision = circlerope.VisionConfig.from_hf_config(model.config)
     for i, scheme in enumerate(["circle", "mrope", "circle", "mrope"]):
         p, _ = circlerope.get_rope_index(inputs["input_ids"], inputs["image_grid_thw"], scheme=scheme,
                                          vision=vision, compat=compat_of(model_type))
-        cos, sin = original(text.rotary_emb, torch.zeros(1, dtype=DTYPE, device=DEVICE), p.float().to(DEVICE))
-        assert type(got[i]) is tuple, i
-        assert torch.equal(got[i][0], cos) and torch.equal(got[i][1], sin), (i, scheme)
+        assert_layer_receives(got[i], model, p.float(), msg=(i, scheme))
 
 
 def test_circle_positions_are_fractional_and_reach_the_layers():
@@ -535,9 +588,7 @@ def test_circle_positions_are_fractional_and_reach_the_layers():
                                      vision=circlerope.VisionConfig.from_hf_config(model.config),
                                      compat=hf.installed_compat())
     assert (p != p.round()).any()  # really fractional
-    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1, dtype=DTYPE, device=DEVICE),
-                                                    p.to(DEVICE))
-    assert torch.equal(seen[0][0], cos)
+    assert_layer_receives(seen[0], model, p)
 
 
 # ------------------------------------------------------------------ generate ---
@@ -583,6 +634,12 @@ def assert_decode_step(model, cached, full, token, step):
 def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch, model_type):
     model = make_model(model_type)
     hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
+    assert_cached_generate_equals_a_full_recompute(model, batch)
+
+
+def assert_cached_generate_equals_a_full_recompute(model, batch):
+    """Greedy generate() of 5 tokens with a cache from _prompt(batch), each step against a full
+    recompute of its prefix (assert_decode_step)."""
     inputs = _prompt(batch)
     steps = 5
     sequences, logits = greedy(model, inputs, steps)
@@ -614,35 +671,279 @@ def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
     assert moved > floor, (moved, floor)
 
 
+# ------------------------------------------------------- the fused rotation ---
+
+def switch_kwargs(geometry):
+    return {"age": geometry} if geometry == "alternate" else {"scheme": geometry}
+
+
+def train_step(model, inputs):
+    """Logits (on the CPU) and every parameter's gradient of one forward and backward."""
+    model.zero_grad(set_to_none=True)
+    logits = model(**inputs).logits
+    lm_loss(logits.float(), inputs["input_ids"]).backward()
+    return logits.detach().cpu(), {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
+
+
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_the_fused_rotation_inside_a_model_equals_transformers_formula(model_type, deterministic):
-    """The text attention's rotation through circlerope's fused operator (its CUDA kernel on
-    cuda), forward and backward, against transformers' formula in the same model. float32: both
-    are float32 math, within its rounding (1e-5 on logits and gradients of magnitude about 1;
-    measured: 1.8e-7 and 3.6e-7). bfloat16: the operator rounds q and k once, the formula three
-    times (two products and their sum), so q and k differ by about u, which the logits carry
-    like the rounding differences of assert_near (measured: 3 u). A parameter's gradient has the
-    backward's roundings too and sums its tokens' contributions of either sign, so its error is
-    larger against its own largest entry: BF16_GRAD_ULPS (measured: 10.3 u, a vision norm's
-    weight). A wrong rotation in either direction moves logits and q/k gradients by their
-    whole scale."""
+@pytest.mark.parametrize("geometry", ["mrope", "circle", "alternate"])
+def test_the_fused_rotation_inside_a_model_equals_transformers_formula(model_type, geometry, deterministic,
+                                                                       fused_spy):
+    """apply(rotation="fused") against apply(rotation="transformers") on the same model, forward
+    and backward; with AGE ("alternate") two geometries, so two tables. The fused side builds
+    one table per geometry and makes one fused call per layer; the other none.
+
+    float32: the table's angles are rounded once from double, transformers' are float32 products
+    (the positions here, below 60, put them within 60 * 2^-23 rad of each other), and the
+    rotations are float32 math, so logits and gradients (of magnitude about 1) agree within
+    float32 rounding: 1e-5 (measured: 2.1e-7 and 4.8e-7 at most over the three models, three
+    geometries and the seven releases of CI's matrix). bfloat16: the operator rounds q and k
+    once, the formula three times (two products and their sum), so q and k differ by about u,
+    which the logits carry like the rounding differences of assert_near (measured on the CPU:
+    3.2 u). A parameter's gradient has the backward's roundings too and sums its tokens'
+    contributions of either sign, so its error is larger against its own largest entry:
+    BF16_GRAD_ULPS (measured on the CPU: 17 u, Qwen2.5-VL under M-RoPE). A wrong rotation moves logits and q/k gradients by their whole scale, and a wrong
+    frequency layout by 1e-3 or more (test_the_fused_tolerance_sees_a_wrong_layout)."""
     model = make_model(model_type)
-    hf.apply(model, age="alternate")
     inputs = on_device(request(("image",)))
     results = {}
-    for fused in (False, True):
-        with rotation(fused):
-            FUSED_CALLS.clear()
-            model.zero_grad(set_to_none=True)
-            logits = model(**inputs).logits
-            lm_loss(logits.float(), inputs["input_ids"]).backward()
-            grads = {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
-            results[fused] = logits.detach().cpu(), grads, list(FUSED_CALLS)
-    assert results[False][2] == [] and results[True][2] == [DEVICE.type] * LAYERS, results[True][2]
-    assert_near(results[True][0], results[False][0], 1e-5)
-    assert results[True][1].keys() == results[False][1].keys()
-    for name, grad in results[False][1].items():
-        assert_near(results[True][1][name], grad, 1e-5, msg=name, ulps=BF16_GRAD_ULPS)
+    for rotation in ("transformers", "fused"):
+        hf.apply(model, rotation=rotation, **switch_kwargs(geometry))
+        fused_spy.clear()
+        results[rotation] = train_step(model, inputs)
+        calls = (fused_spy.tables, fused_spy.rotations)
+        tables = len(hf.geometry(model)["schemes"])
+        hf.restore(model)
+        assert calls == ((0, []) if rotation == "transformers" else (tables, [DEVICE.type] * LAYERS)), calls
+    assert_near(results["fused"][0], results["transformers"][0], 1e-5)
+    assert results["fused"][1].keys() == results["transformers"][1].keys()
+    for name, grad in results["transformers"][1].items():
+        assert_near(results["fused"][1][name], grad, 1e-5, msg=name, ulps=BF16_GRAD_ULPS)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_the_fused_tolerance_sees_a_wrong_layout(model_type, monkeypatch):
+    """The bound of the test above can see a table with the other frequency layout (chunked for
+    Qwen3-VL's interleaved, and the reverse): it moves the logits of these tiny models by 1e-3
+    or more (measured in float32: 3.1e-3 to 0.13), 100 times the float32 bound; the check asks
+    for 1e-4 (bfloat16: more than its bound of the logits)."""
+    model = make_model(model_type)
+    inputs = request(("image",))
+    hf.apply(model, "circle", rotation="transformers")
+    want = forward_logits(model, inputs)
+    hf.restore(model)
+    table = circlerope.rotary_table
+
+    def other_layout(positions, rotary):
+        return table(positions, dataclasses.replace(
+            rotary, layout="chunked" if rotary.layout == "interleaved" else "interleaved"))
+
+    monkeypatch.setattr(circlerope, "rotary_table", other_layout)
+    hf.apply(model, "circle", rotation="fused")
+    moved = (forward_logits(model, inputs) - want).abs().max().item()
+    floor = 1e-4 if DTYPE == torch.float32 else BF16_ULPS * UNIT[DTYPE] * want.abs().max().item()
+    assert moved > floor, (moved, floor)
+
+
+def sized_rotary(model, head_dim, sections, theta):
+    """The release's own text rotary embedding of `model`'s type, built for another head
+    dimension, mrope_section and rope_theta (a checkpoint's: Qwen2.5-VL 3B's 128, [16, 24, 24],
+    1e6; Qwen3-VL's 128, [24, 20, 20], 5e6), and its config."""
+    config = _config(model.config.model_type, "eager")
+    text = getattr(config, "text_config", None) or config
+    text.hidden_size, text.num_attention_heads = head_dim * 4, 4
+    if getattr(text, "head_dim", None) is not None:
+        text.head_dim = head_dim
+    params = getattr(text, "rope_parameters", None) or text.rope_scaling
+    params["mrope_section"] = list(sections)
+    if VERSION >= (5, 0):
+        params["rope_theta"] = theta
+    else:
+        text.rope_theta = theta
+    return type(parts(model).rotary_emb)(config=text), text
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("size", ["tiny", "checkpoint"])
+def test_the_fused_table_holds_the_releases_own_angles(model_type, size):
+    """The table apply(rotation="fused") builds (the settings it reads from the model) against
+    the release's rotary embedding: the same frequency on the same axis everywhere (Qwen3-VL:
+    apply_interleaved_mrope's layout), so they differ only by the rounding of transformers'
+    float32 angles (|angle| * 2^-22 bounds it: two float32 roundings, of inv_freq and of the
+    product, and cos/sin's own), while the other layout differs by about 1."""
+    from circlerope._hf_model import _fused_rotary
+
+    model = make_model(model_type, dtype=torch.float32)
+    qwen3 = model_type == "qwen3_vl"
+    if size == "tiny":
+        rotary, config = parts(model).rotary_emb, model.config
+    else:
+        rotary, config = sized_rotary(model, 128, [24, 20, 20] if qwen3 else [16, 24, 24], 5e6 if qwen3 else 1e6)
+    cfg = _fused_rotary(config, rotary, qwen3)
+    assert cfg.layout == ("interleaved" if qwen3 else "chunked") and cfg.dim == 2 * rotary.inv_freq.numel()
+    g = torch.Generator().manual_seed(0)
+    positions = torch.randint(0, 4000, (3, 2, 64), generator=g).float() + torch.rand(3, 2, 64, generator=g)
+    positions = positions.to(rotary.inv_freq.device)  # the models' device: the table is built there
+    cos, sin = (t.cpu() for t in rotary(torch.zeros(1, device=positions.device), positions))
+    if cos.dim() == 4:  # 4.x and early 5.x: every axis holds every frequency, the attention picks
+        cos, sin = hf._select_sections(cos, cfg.sections), hf._select_sections(sin, cfg.sections)
+    table = circlerope.rotary_table(positions, cfg).cpu()
+    positions = positions.cpu()
+    bound = positions.max().item() * 2.0 ** -22 + 2.0 ** -23
+    for got, want in zip(table.chunk(2, -1), (cos, sin)):
+        torch.testing.assert_close(torch.cat((got, got), -1), want, rtol=0, atol=bound)
+    other = circlerope.rotary_table(positions, dataclasses.replace(cfg, layout="chunked" if qwen3 else "interleaved"))
+    assert (torch.cat([other.chunk(2, -1)[0]] * 2, -1) - cos).abs().max() > 0.5
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("geometry", ["circle", "alternate"])
+def test_the_fused_rotation_builds_one_table_per_forward_and_geometry(model_type, geometry, fused_spy):
+    """One rotary_table per geometry and forward, one fused rotation per layer and forward: a
+    prompt, each step of a cached generate(), a packed row."""
+    model = make_model(model_type)
+    hf.apply(model, rotation="fused", **switch_kwargs(geometry))
+    tables = len(hf.geometry(model)["schemes"])
+    forwards = []
+    parts(model).register_forward_hook(lambda *args: forwards.append(1))
+    forward_logits(model, request(("image",)))
+    assert (len(forwards), fused_spy.tables, fused_spy.rotations) == (1, tables, [DEVICE.type] * LAYERS)
+    forwards.clear()
+    fused_spy.clear()
+    greedy(model, _prompt(2), 3)
+    assert len(forwards) == 3 and fused_spy.tables == 3 * tables and len(fused_spy.rotations) == 3 * LAYERS
+    if model_type == "qwen2_5_vl":
+        forwards.clear()
+        fused_spy.clear()
+        forward_logits(model, hf.pack(model, pack_samples()))
+        assert (len(forwards), fused_spy.tables, len(fused_spy.rotations)) == (1, tables, LAYERS)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("batch", [1, 2])
+def test_cached_generate_under_age_with_fused_tables_equals_a_full_recompute(model_type, batch):
+    """AGE ("alternate": two geometries, two tables a forward) with the fused rotation: each
+    step of a cached generate() against a full recompute (the decode positions reach the
+    tables), as test_cached_generate_equals_a_full_recompute_at_every_step checks the formula."""
+    model = make_model(model_type)
+    hf.apply(model, age="alternate", rotation="fused")
+    assert_cached_generate_equals_a_full_recompute(model, batch)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_fused_tables_give_the_same_gradients_with_gradient_checkpointing(model_type, reentrant,
+                                                                                  deterministic, fused_spy):
+    """AGE with the fused rotation, with and without gradient checkpointing (as
+    test_gradients_are_the_same_with_gradient_checkpointing: 1e-6). The recomputed layers find
+    their tables again in their arguments: the fused call count doubles, one per layer in the
+    forward and one in its recompute."""
+    plain = [_gradients(False, c, model_type=model_type) for c in (False, True)]
+    theirs = [n for n in plain[0] if not torch.allclose(plain[0][n], plain[1][n], rtol=0, atol=1e-6)]
+    if theirs:
+        pytest.skip(f"transformers {transformers.__version__}'s own (unswitched) {model_type} gives other gradients "
+                    f"under checkpointing: {len(theirs)} parameters, {theirs[0]} first")
+    grads = []
+    for checkpointing in (False, True):
+        fused_spy.clear()
+        grads.append(_gradients(True, checkpointing, reentrant, model_type=model_type, rotation="fused"))
+        assert len(fused_spy.rotations) == LAYERS * (2 if checkpointing else 1), fused_spy.rotations
+    assert grads[0].keys() == grads[1].keys() and grads[0]
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_bad_rotation_is_a_value_error_naming_it(tmp_path):
+    model = make_model("qwen2_5_vl")
+    for bad in ("Fused", "", "formula", None, 1, True, ["fused"]):
+        with pytest.raises(ValueError, match=re.escape(f"rotation {circlerope._shown(bad)} (expected one of "
+                                                       "transformers, fused)")):
+            hf.apply(model, "circle", rotation=bad)
+        assert hf.geometry(model) is None
+    with pytest.raises(ValueError, match="rotation 'x'"):
+        hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path, rotation="x")
+    model.save_pretrained(tmp_path)  # unswitched: no geometry to switch to
+    with pytest.raises(ValueError, match="names no circlerope geometry"):
+        hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path, rotation="fused")
+    assert hf.geometry(hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, tmp_path)) is None
+
+
+@pytest.mark.parametrize("change", ["attention_scaling", "rope_type", "inv_freq"])
+def test_fused_tables_refuse_a_rotary_they_cannot_reproduce(change):
+    """A rope type other than the default scales cos and sin (attention_scaling) or changes the
+    frequencies, which a table of theta^(-2i/D) does not hold: refused, the model untouched."""
+    model = make_model("qwen2_5_vl")
+    rotary = parts(model).rotary_emb
+    if change == "attention_scaling":
+        rotary.attention_scaling = 0.5
+    elif change == "rope_type":
+        rotary.rope_type = "dynamic"
+    else:
+        rotary.inv_freq = rotary.inv_freq / 4  # a linear scaling by 4
+    module, fn, original = RELEASE_ROTATIONS["qwen2_5_vl"]
+    with pytest.raises(ValueError, match=change):
+        hf.apply(model, "circle", rotation="fused")
+    assert hf.geometry(model) is None and getattr(module, fn) is original
+    hf.apply(model, "circle", rotation="transformers")  # transformers' rotation takes them
+    hf.restore(model)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_restore_after_fused_tables_puts_the_release_function_back(model_type, fused_spy):
+    """The release's rotation function is replaced while a model switched with rotation="fused"
+    exists, and is itself again (`is`) after the last such model is restored or freed; an
+    unswitched model and one switched with transformers' rotation, side by side, run the formula
+    (bit for bit as without the dispatcher, no fused call)."""
+    module, fn, original = RELEASE_ROTATIONS[model_type]
+    inputs = request(("image",))
+    plain, formula, fused, other = (make_model(model_type) for _ in range(4))  # one seed: the same weights
+    want_plain = forward_logits(plain, hf_kwargs(plain, inputs))
+    hf.apply(formula, "circle", rotation="transformers")
+    want_formula = forward_logits(formula, inputs)
+
+    hf.apply(fused, "circle", rotation="fused")
+    assert getattr(module, fn) is not original
+    fused_spy.clear()
+    assert torch.equal(forward_logits(plain, hf_kwargs(plain, inputs)), want_plain)
+    assert torch.equal(forward_logits(formula, inputs), want_formula)
+    assert (fused_spy.tables, fused_spy.rotations) == (0, [])
+    assert_near(forward_logits(fused, inputs), want_formula, 1e-5)
+    assert (fused_spy.tables, len(fused_spy.rotations)) == (1, LAYERS)
+
+    hf.apply(other, age="alternate", rotation="fused")  # a second user of the same function
+    hf.restore(fused)
+    assert getattr(module, fn) is not original
+    fused_spy.clear()
+    forward_logits(other, inputs)
+    assert (fused_spy.tables, len(fused_spy.rotations)) == (2, LAYERS)
+    hf.restore(other)
+    assert getattr(module, fn) is original
+    fused_spy.clear()
+    assert torch.equal(forward_logits(formula, inputs), want_formula)
+    assert torch.equal(forward_logits(fused, hf_kwargs(fused, inputs)), want_plain)  # restored: unswitched again
+    assert (fused_spy.tables, fused_spy.rotations) == (0, [])
+
+    hf.apply(other, "circle", rotation="fused")  # freed without restore(): the function comes back too
+    del other
+    gc.collect()
+    assert getattr(module, fn) is original
+
+    # A function someone else put there first is wrapped, and is what restore() puts back.
+    calls = []
+
+    def theirs(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    setattr(module, fn, theirs)
+    try:
+        hf.apply(fused, "circle", rotation="fused")
+        assert torch.equal(forward_logits(plain, hf_kwargs(plain, inputs)), want_plain) and len(calls) == LAYERS
+        hf.restore(fused)
+        assert getattr(module, fn) is theirs
+    finally:
+        setattr(module, fn, original)
+    hf.restore(formula)
 
 
 # ------------------------------------------------------------------- packing ---
@@ -719,14 +1020,15 @@ def test_flash_attention_kwargs_of_a_pack():
 
 # ------------------------------------------------------------------ training ---
 
-def _gradients(switch, checkpointing, reentrant=False):
-    model = make_model("qwen2_5_vl")
+def _gradients(switch, checkpointing, reentrant=False, model_type="qwen2_5_vl", **apply_kwargs):
+    model = make_model(model_type)
     if switch:
-        hf.apply(model, age="alternate")
+        hf.apply(model, age="alternate", **apply_kwargs)
     model.train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
-    inputs = on_device(request(("image",), seed=5))
+    inputs = request(("image",), seed=5)
+    inputs = on_device(inputs if switch else hf_kwargs(model, inputs))
     lm_loss(model(**inputs).logits, inputs["input_ids"]).backward()
     return {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -778,10 +1080,11 @@ def test_restore_undoes_everything():
 
 
 def reopen(path):
-    """hf.from_pretrained of a saved tiny Qwen2.5-VL, in the models' dtype and on their device."""
+    """hf.from_pretrained of a saved tiny Qwen2.5-VL, in the models' dtype and on their device,
+    switched with the setting's rotation."""
     kwargs = {} if DTYPE == torch.float32 else dtype_kwargs(DTYPE)
     model = hf.from_pretrained(transformers.Qwen2_5_VLForConditionalGeneration, path, attn_implementation="eager",
-                               **kwargs)
+                               rotation=ROTATION, **kwargs)
     return model.to(DEVICE).eval()
 
 
@@ -859,7 +1162,8 @@ def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_c
     sample = {"input_ids": torch.tensor(block("image", 1, 4, 4)), "image_grid_thw": torch.tensor([[1, 4, 4]])}
     calls = [
         ("apply", restored(hf.apply), [model, "circle"],
-         {"circle": None, "age": None, "compat": None, "official_decode": False}),
+         {"circle": None, "age": None, "compat": None, "official_decode": False, "rotation": "transformers"}),
+        ("apply fused", restored(hf.apply), [model, "circle"], {"rotation": "fused"}),
         ("apply age", restored(hf.apply), [model], {"age": "alternate", "compat": "hf-5.18"}),
         ("pack", restored(pack), [model, [sample]], {"flash_attention_kwargs": False}),
         ("pack samples", restored(pack), [model, [sample, sample]], {}),
@@ -953,9 +1257,7 @@ def test_qwen3_vl_video_frames_each_take_a_ring_and_generate_continues_them(geom
     p, _ = circlerope.get_rope_index(inputs["input_ids"], None, frames, scheme="circle",
                                      vision=circlerope.VisionConfig.from_hf_config(model.config),
                                      compat=hf.installed_compat())
-    cos, _ = type(parts(model).rotary_emb).forward(parts(model).rotary_emb, torch.zeros(1, dtype=DTYPE, device=DEVICE),
-                                                    p.to(DEVICE))
-    assert torch.equal(seen[0][0], cos)
+    assert_layer_receives(seen[0], model, p)
     n = inputs["input_ids"].size(1)
     for step in range(3):
         full = dict(inputs, input_ids=sequences[:, :n + step])
