@@ -128,6 +128,10 @@ def step_env(run):
         m = re.search(r"release ([0-9.]+)", out)
         facts["nvcc_version"] = m.group(1) if m else None
     facts["compute_sanitizer"] = find_tool("compute-sanitizer")
+    # flags CMake takes from the environment (a static libstdc++ in them broke a build once)
+    facts["environment_flags"] = {k: os.environ.get(k) for k in ("CFLAGS", "CXXFLAGS", "LDFLAGS", "CUDAFLAGS")}
+    rc, out = run.sh(["c++", "--version"], 30)
+    facts["cxx"] = out.splitlines()[0] if rc == 0 and out else None
     for tool in ("cmake", "ninja", "make"):
         facts[tool] = shutil.which(tool)
     if facts["cmake"]:
@@ -206,8 +210,18 @@ def step_build(run, facts):
         run.record("build", "fail", "the CMake build against this torch failed", t, attempts=attempts)
         return
     run.build_dir, run.package_dir = gpu, os.path.join(gpu, "python")
+    # Each library links the process's one libstdc++: an exported copy of its internals (a
+    # static libstdc++) makes iostreams of two copies meet, which crashed once.
+    exported = {}
+    for lib in ("libcirclerope.so", "libcirclerope_kernels.so", os.path.join("python", "circlerope", "libcirclerope_torch.so")):
+        rc_nm, out_nm = run.sh(["nm", "-D", "--defined-only", os.path.join(gpu, lib)], 30)
+        exported[lib] = len(re.findall(r"codecvt|ios_base4Init", out_nm)) if rc_nm == 0 else None
+    if any(exported.values()):
+        run.record("build", "fail", f"a library exports libstdc++'s own symbols (a static libstdc++): {exported}", t,
+                   attempts=attempts, exported_libstdcxx=exported)
+        return
     run.record("build", "pass", "CMake against this interpreter's torch (cmake/CircleropeTorch.cmake)", t,
-               attempts=attempts)
+               attempts=attempts, exported_libstdcxx=exported)
 
 
 def summarize_tests(out):
@@ -350,7 +364,7 @@ def step_benchmark(run, facts):
     on_gpu = facts.get("cuda_available") and not run.args.cpu_dry_run
     path = os.path.join(out_dir(run), "gpu_rotary.json")
     cmd = [run.python, script, "--json", path] + ([] if on_gpu else ["--device", "cpu", "--quick"])
-    rc, out = run.sh(cmd, 170, env=run.pyenv())
+    rc, out = run.sh(cmd, 110, env=run.pyenv())
     report = json.load(open(path)) if os.path.exists(path) else None
     if report is None or not report["results"]:
         run.record("benchmark", "fail", f"exit {rc}", t, tail=tail(out, 20))
@@ -386,7 +400,7 @@ def step_model_step(run, facts):
         run.record("model_step", "skipped", "no CUDA device (the CPU preset runs in CI as its own test)", t)
         return
     path = os.path.join(out_dir(run), "model_step.json")
-    rc, out = run.sh([run.python, script, "--preset", "gpu", "--json", path], 150, env=run.pyenv())
+    rc, out = run.sh([run.python, script, "--preset", "gpu", "--json", path], 60, env=run.pyenv())
     report = json.load(open(path)) if rc == 0 and os.path.exists(path) else None
     run.record("model_step", "pass" if report is not None else "fail",
                "train step per geometry and rotation" if report is not None else f"exit {rc}", t,
@@ -445,7 +459,7 @@ HF_MODELS_RUNS = (("bfloat16", "fused"), ("float32", "transformers"))
 # One run at most. The subset (54 checks with Qwen3-VL) took 118 s (bfloat16, fused) and 88 s
 # (float32) on the CPU of a loaded 2-core AMD EPYC; on the GPU machine pytest-xdist (when
 # installed) spreads it over 4 processes. A run that would start with under 40 s left is skipped.
-HF_MODELS_SECONDS = 120
+HF_MODELS_SECONDS = 90
 
 
 def pytest_outcome(out):
