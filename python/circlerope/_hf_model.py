@@ -779,8 +779,8 @@ def from_pretrained(model_class, path, *, rotation: str = "transformers", **kwar
     if getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
         apply(model, rotation=rotation)
     elif rotation != "transformers":
-        raise ValueError(f"rotation={_shown(rotation)}: the config at {_shown(str(path))} names no circlerope geometry, "
-                         "so the model is not switched; switch it with circlerope.hf.apply(model, scheme, "
+        raise ValueError(f"rotation={_shown(rotation)}: the config at {_shown(str(path))} names no circlerope "
+                         "geometry, so the model is not switched; switch it with circlerope.hf.apply(model, scheme, "
                          f"rotation={_shown(rotation)})")
     return model
 

@@ -702,8 +702,9 @@ def test_the_fused_rotation_inside_a_model_equals_transformers_formula(model_typ
     which the logits carry like the rounding differences of assert_near (measured on the CPU:
     3.2 u). A parameter's gradient has the backward's roundings too and sums its tokens'
     contributions of either sign, so its error is larger against its own largest entry:
-    BF16_GRAD_ULPS (measured on the CPU: 17 u, Qwen2.5-VL under M-RoPE). A wrong rotation moves logits and q/k gradients by their whole scale, and a wrong
-    frequency layout by 1e-3 or more (test_the_fused_tolerance_sees_a_wrong_layout)."""
+    BF16_GRAD_ULPS (measured on the CPU: 17 u, Qwen2.5-VL under M-RoPE). A wrong rotation
+    moves logits and q/k gradients by their whole scale, and a wrong frequency layout by 1e-3
+    or more (test_the_fused_tolerance_sees_a_wrong_layout)."""
     model = make_model(model_type)
     inputs = on_device(request(("image",)))
     results = {}
