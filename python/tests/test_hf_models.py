@@ -838,16 +838,23 @@ def test_fused_tables_give_the_same_gradients_with_gradient_checkpointing(model_
     """AGE with the fused rotation, with and without gradient checkpointing (as
     test_gradients_are_the_same_with_gradient_checkpointing: 1e-6). The recomputed layers find
     their tables again in their arguments: the fused call count doubles, one per layer in the
-    forward and one in its recompute."""
-    plain = [_gradients(False, c, model_type=model_type) for c in (False, True)]
-    theirs = [n for n in plain[0] if not torch.allclose(plain[0][n], plain[1][n], rtol=0, atol=1e-6)]
-    if theirs:
+    forward and one in its recompute. On an image request; where the release's own unswitched
+    model gives other gradients under checkpointing there (5.2.0's Qwen3-VL: its vision tower),
+    on a text request instead, which runs no vision tower (both geometries then place its tokens
+    alike, but the two tables and the recompute are checked the same way)."""
+    for kinds in (("image",), ()):
+        plain = [_gradients(False, c, model_type=model_type, kinds=kinds) for c in (False, True)]
+        theirs = [n for n in plain[0] if not torch.allclose(plain[0][n], plain[1][n], rtol=0, atol=1e-6)]
+        if not theirs:
+            break
+    else:
         pytest.skip(f"transformers {transformers.__version__}'s own (unswitched) {model_type} gives other gradients "
                     f"under checkpointing: {len(theirs)} parameters, {theirs[0]} first")
     grads = []
     for checkpointing in (False, True):
         fused_spy.clear()
-        grads.append(_gradients(True, checkpointing, reentrant, model_type=model_type, rotation="fused"))
+        grads.append(_gradients(True, checkpointing, reentrant, model_type=model_type, kinds=kinds,
+                                rotation="fused"))
         assert len(fused_spy.rotations) == LAYERS * (2 if checkpointing else 1), fused_spy.rotations
     assert grads[0].keys() == grads[1].keys() and grads[0]
     for name in grads[0]:
@@ -1021,14 +1028,14 @@ def test_flash_attention_kwargs_of_a_pack():
 
 # ------------------------------------------------------------------ training ---
 
-def _gradients(switch, checkpointing, reentrant=False, model_type="qwen2_5_vl", **apply_kwargs):
+def _gradients(switch, checkpointing, reentrant=False, model_type="qwen2_5_vl", kinds=("image",), **apply_kwargs):
     model = make_model(model_type)
     if switch:
         hf.apply(model, age="alternate", **apply_kwargs)
     model.train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
-    inputs = request(("image",), seed=5)
+    inputs = request(kinds, seed=5)
     inputs = on_device(inputs if switch else hf_kwargs(model, inputs))
     lm_loss(model(**inputs).logits, inputs["input_ids"]).backward()
     return {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
