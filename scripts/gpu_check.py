@@ -129,9 +129,13 @@ def step_env(run):
         facts["nvcc_version"] = m.group(1) if m else None
     facts["compute_sanitizer"] = find_tool("compute-sanitizer")
     # flags CMake takes from the environment (a static libstdc++ in them broke a build once)
-    facts["environment_flags"] = {k: os.environ.get(k) for k in ("CFLAGS", "CXXFLAGS", "LDFLAGS", "CUDAFLAGS")}
+    facts["environment_flags"] = {k: os.environ.get(k) for k in ("CFLAGS", "CXXFLAGS", "LDFLAGS", "CUDAFLAGS",
+                                                                  "LIBRARY_PATH", "LD_LIBRARY_PATH")}
     rc, out = run.sh(["c++", "--version"], 30)
     facts["cxx"] = out.splitlines()[0] if rc == 0 and out else None
+    for name in ("libstdc++.so", "libstdc++.so.6", "libstdc++.a"):  # which runtime a link would find
+        rc, out = run.sh(["c++", f"-print-file-name={name}"], 30)
+        facts[f"cxx_finds_{name}"] = out.strip() if rc == 0 else None
     for tool in ("cmake", "ninja", "make"):
         facts[tool] = shutil.which(tool)
     if facts["cmake"]:
