@@ -367,7 +367,11 @@ def step_benchmark(run, facts):
     script = os.path.join(ROOT, "bench", "gpu_rotary.py")
     on_gpu = facts.get("cuda_available") and not run.args.cpu_dry_run
     path = os.path.join(out_dir(run), "gpu_rotary.json")
-    cmd = [run.python, script, "--json", path] + ([] if on_gpu else ["--device", "cpu", "--quick"])
+    # Within the budget: bfloat16 at batch 1 and 4, S 4096 and 16384, both models (about 10 s a
+    # shape with the peers and the profiler); bench/gpu_rotary.py alone runs every shape, and
+    # the kernel_variants step covers float32 and S 32768.
+    subset = ["--dtypes", "bfloat16", "--seqs", "4096", "16384"]
+    cmd = [run.python, script, "--json", path] + (subset if on_gpu else ["--device", "cpu", "--quick"])
     rc, out = run.sh(cmd, 110, env=run.pyenv())
     report = json.load(open(path)) if os.path.exists(path) else None
     if report is None or not report["results"]:
@@ -451,8 +455,9 @@ def step_hf_check(run, facts):
 # "alternate") against the layer-by-layer forward, the per-layer spy, cached generate against a
 # full recompute, official_decode, packing (and flash-attention's varlen kwargs), the fused
 # rotation inside the models, the rotary's cos/sin, gradients under checkpointing, Qwen3-VL's
-# per-frame rings. 54 of the file's 130 (with Qwen3-VL); the rest repeats these on other
-# requests and geometries, or checks configs and errors that do not depend on the device.
+# per-frame rings, the fused rotation's checks. 66 of the file's 171 (with Qwen3-VL); the rest
+# repeats these on other requests and geometries, or checks configs and errors that do not
+# depend on the device.
 HF_MODELS_SUBSET = " or ".join([
     "(unswitched_model_bit_for_bit and (video or padded))", "(transcription and alternate)",
     "each_layer_receives", "(cached_generate and (alternate or circle))", "official_decode",
