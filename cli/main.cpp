@@ -124,7 +124,7 @@ struct Source {
   OptionFlags<VisionConfig> vision;
 
   void add(CLI::App* app) {
-    auto* r = app->add_option("--request", request_path, "request JSON file (format of shared/golden), - for stdin");
+    auto* r = app->add_option("--request", request_path, "request JSON file (format: docs/spec.md, 'Requests'), - for stdin");
     auto* l = app->add_option("--layout", layout, "token-free layout, e.g. text:5,image:6x6,video:4x6x6@0.5,text:4");
     r->excludes(l);
     vision.add(app, kVisionOptions, {"compat"});

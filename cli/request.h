@@ -1,5 +1,5 @@
 // circlerope front end — the JSON request of `circlerope positions --request`
-// (format: ../shared/golden/README.md) and the JSON of positions.
+// (format: docs/spec.md) and the JSON of positions.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // The Hugging Face transformers behaviours of get_rope_index (Compat in positions.h,
-// docs/hf_compat.md): the golden values of ../shared/golden, what the real releases returned
+// docs/hf_compat.md): the golden values of tests/data/hf_mrope_positions.json, what the real releases returned
 // (tests/data/hf_mrope_releases.json, written by scripts/hf_matrix.sh --record), and one small
 // case per quirk, each small enough to check on paper.
 #include <gtest/gtest.h>
@@ -25,13 +25,6 @@ using circlerope::test::slurp;
 using nlohmann::json;
 
 json hf_cases() { return json::parse(slurp(CIRCLEROPE_HF_GOLDEN_FILE))["cases"]; }
-
-TEST(HfCompat, CopyMatchesSharedOriginal) {
-  const std::string shared = slurp(CIRCLEROPE_SHARED_HF_GOLDEN_FILE);
-  if (shared.empty()) GTEST_SKIP() << "no ../shared/golden here (a CI clone); the copy in tests/data is used";
-  EXPECT_EQ(json::parse(shared), json::parse(slurp(CIRCLEROPE_HF_GOLDEN_FILE)))
-      << "tests/data/hf_mrope_positions.json is stale: copy ../shared/golden/hf_mrope_positions.json";
-}
 
 TEST(HfCompat, ModeNamesRoundTrip) {
   for (Compat c : kAllCompats) EXPECT_EQ(parse_compat(to_string(c)), c);
