@@ -25,13 +25,34 @@ inline std::string shape_of(const at::Tensor& t) {
   return s.str();
 }
 
-// Sparse and mkldnn tensors have no strides for the kernels to read. The operators are
-// registered for their dispatch keys too (ops.cpp), so that this check, not the dispatcher's
-// NotImplementedError, answers a C++ or Python caller that passes one.
+// Sparse and mkldnn tensors have no strides for the kernels to read; a nested tensor's
+// strides are per component, and a quantized tensor's elements are not numbers the kernels
+// read. The operators are registered for their dispatch keys too (ops.cpp), so that this
+// check, not the dispatcher's NotImplementedError, answers a C++ or Python caller that passes
+// one. Everything here reads only the tensor's metadata.
 inline void check_strided(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(!t.is_nested(), name, " is a nested tensor; circlerope's operators take dense tensors (",
+                    name, ".to_padded_tensor(0) makes one)");
+  TORCH_CHECK_VALUE(!t.is_quantized(), name, " is a quantized tensor (", t.scalar_type(),
+                    "); circlerope's operators take real numbers (", name, ".dequantize() makes them)");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, name, " is a ", t.layout(),
                     " tensor; circlerope's operators take dense (torch.strided) tensors (", name,
                     ".to_dense() makes one)");
+}
+
+// A [batch, seq_len] of tokens within the core's limit of one call, judged on the sizes alone:
+// an expand() view of 2^40 tokens costs nothing until an operator converts or copies it, so
+// this runs before any conversion, copy or allocation.
+inline void check_tokens(const char* name, std::int64_t batch, std::int64_t seq_len) {
+  TORCH_CHECK_VALUE(batch <= kMaxTokens && seq_len <= kMaxTokens && batch * seq_len <= kMaxTokens, name,
+                    ": batch ", batch, " x seq_len ", seq_len, " is more than ", kMaxTokens,
+                    " tokens, the limit of one call");
+}
+
+// At most `limit` elements, judged on the sizes (see check_tokens).
+inline void check_count(const at::Tensor& t, const char* name, std::int64_t limit, const char* what) {
+  TORCH_CHECK_VALUE(t.numel() <= limit, name, " has shape ", t.sizes(), ": more than ", limit, " ", what,
+                    ", the limit of one call");
 }
 
 // The rotary options of rotary_table, read with the grammar every front end shares.
@@ -46,12 +67,13 @@ inline RotaryConfig rotary_config_of(std::int64_t rotary_dim, const std::vector<
   return config;
 }
 
-// rotary_table's positions: [3, batch, seq_len] of real numbers.
+// rotary_table's positions: [3, batch, seq_len] of real numbers, within the limit of one call.
 inline void check_position_ids(const at::Tensor& position_ids) {
   check_strided(position_ids, "position_ids");
   TORCH_CHECK_VALUE(position_ids.dim() == 3 && position_ids.size(0) == 3,
                     "position_ids must have shape [3, batch, seq_len] (temporal, height, width), got ",
                     shape_of(position_ids));
+  check_tokens("position_ids", position_ids.size(1), position_ids.size(2));
   TORCH_CHECK_VALUE(!position_ids.is_complex() && position_ids.scalar_type() != at::kBool,
                     "position_ids must hold real numbers, got ", position_ids.scalar_type());
 }
@@ -82,6 +104,7 @@ inline RotaryCall check_rotary_apply(const at::Tensor& q, const at::Tensor& k, c
   TORCH_CHECK_VALUE(table.dim() == 3 && table.scalar_type() == at::kFloat,
                     "table must be float32 [batch, seq_len, rotary_dim] (from rotary_table), got ",
                     table.scalar_type(), " ", shape_of(table));
+  check_tokens("table", table.size(0), table.size(1));  // before anything copies or allocates
   const char* dims = call.heads_first ? "[batch, heads, seq_len, head_dim]" : "[batch, seq_len, heads, head_dim]";
   TORCH_CHECK_VALUE(q.dim() == 4, "q must be 4-D ", dims, " (qk_layout ", qk_layout, "), got shape ", shape_of(q));
   TORCH_CHECK_VALUE(k.dim() == 4, "k must be 4-D ", dims, " (qk_layout ", qk_layout, "), got shape ", shape_of(k));

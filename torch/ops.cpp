@@ -32,6 +32,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -78,13 +79,16 @@ struct Int64Data {
   std::span<const std::int64_t> values;
 };
 
-Int64Data integers(const Tensor& t, const char* name, int dims) {
+// `limit` elements at most, checked on the sizes before the conversion.
+Int64Data integers(const Tensor& t, const char* name, int dims, std::int64_t limit, const char* what) {
   cr::torch_ops::check_strided(t, name);
   require_cpu(t, name);
   TORCH_CHECK_VALUE(t.dim() == dims, name, " must have ", dims, " dimension(s), got shape ",
                     shape_of(t));
   TORCH_CHECK_VALUE(at::isIntegralType(t.scalar_type(), /*includeBool=*/true), name,
                     " must hold integers, got ", t.scalar_type());
+  if (dims == 2 && std::string_view(what) == "tokens") cr::torch_ops::check_tokens(name, t.size(0), t.size(1));
+  else cr::torch_ops::check_count(t, name, limit, what);
   Tensor c = t.scalar_type() == at::kLong && t.is_contiguous() ? t : t.to(at::kLong).contiguous();
   const auto* data = c.data_ptr<std::int64_t>();
   return {c, {data, static_cast<std::size_t>(c.numel())}};
@@ -94,7 +98,8 @@ std::vector<cr::GridTHW> grids(const c10::optional<Tensor>& t, const char* name)
   if (!t.has_value() || !t->defined()) return {};
   TORCH_CHECK_VALUE(t->dim() == 2 && t->size(1) == 3, name, " must have shape [N, 3] (t, h, w), got ",
                     shape_of(*t));
-  const Int64Data data = integers(*t, name, 2);  // named: a converted copy must outlive the loop
+  // named: a converted copy must outlive the loop
+  const Int64Data data = integers(*t, name, 2, 3 * cr::kMaxTokens, "values (three per grid, a grid per token at most)");
   const std::span<const std::int64_t> v = data.values;
   std::vector<cr::GridTHW> out(v.size() / 3);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = {v[3 * i], v[3 * i + 1], v[3 * i + 2]};
@@ -162,13 +167,13 @@ std::tuple<Tensor, Tensor> rope_index(
     std::int64_t vision_start_token_id, std::int64_t image_token_id, std::int64_t video_token_id,
     const std::string& time, const std::string& compat) {
   return guarded([&] {
-    const Int64Data ids = integers(input_ids, "input_ids", 2);
+    const Int64Data ids = integers(input_ids, "input_ids", 2, cr::kMaxTokens, "tokens");
     const std::int64_t batch = input_ids.size(0), seq_len = input_ids.size(1);
     Int64Data mask;
     if (attention_mask.has_value() && attention_mask->defined()) {
       TORCH_CHECK_VALUE(attention_mask->sizes() == input_ids.sizes(), "attention_mask has shape ",
                         shape_of(*attention_mask), " but input_ids has shape ", shape_of(input_ids));
-      mask = integers(*attention_mask, "attention_mask", 2);
+      mask = integers(*attention_mask, "attention_mask", 2, cr::kMaxTokens, "tokens");
     }
     const std::vector<cr::GridTHW> images = grids(image_grid_thw, "image_grid_thw");
     const std::vector<cr::GridTHW> videos = grids(video_grid_thw, "video_grid_thw");
@@ -181,6 +186,7 @@ std::tuple<Tensor, Tensor> rope_index(
                         shape_of(s));
       TORCH_CHECK_VALUE(!s.is_complex() && s.scalar_type() != at::kBool,
                         "second_per_grid_ts must hold real numbers, got ", s.scalar_type());
+      cr::torch_ops::check_count(s, "second_per_grid_ts", cr::kMaxTokens, "values (one per video)");
       const Tensor c = s.to(at::kDouble).contiguous();
       seconds.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
       // The core reads an empty list as "not given" (1.0 s each); a tensor that was given
@@ -210,8 +216,8 @@ Tensor rotary_table(const Tensor& position_ids, std::int64_t rotary_dim,
                     const std::vector<std::int64_t>& sections, double theta,
                     const std::string& layout) {
   return guarded([&] {
-    require_cpu(position_ids, "position_ids");
     cr::torch_ops::check_position_ids(position_ids);
+    require_cpu(position_ids, "position_ids");
     const cr::RotaryConfig config = cr::torch_ops::rotary_config_of(rotary_dim, sections, theta, layout);
     const Tensor pos = position_ids.to(at::kFloat).contiguous();
     const std::int64_t batch = pos.size(1), seq_len = pos.size(2);
@@ -242,6 +248,24 @@ void prefer_huge_pages(const Tensor& t) {
 #else
   (void)t;
 #endif
+}
+
+// Whether two distinct elements of t may share memory. has_internal_overlap answers "too hard"
+// for any non-dense view; a view whose dimensions, ordered by stride, each step past the whole
+// extent of the smaller ones (q[..., ::2], HF's transposed q) cannot overlap itself.
+bool elements_may_share_memory(const Tensor& t) {
+  const at::MemOverlap status = at::has_internal_overlap(t);
+  if (status != at::MemOverlap::TooHard) return status == at::MemOverlap::Yes;
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size) of dims of size > 1
+  for (std::int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  std::int64_t extent = 0;  // the largest offset the smaller dimensions reach
+  for (const auto& [stride, size] : dims) {
+    if (stride <= extent) return true;
+    extent += stride * (size - 1);
+  }
+  return false;
 }
 
 // float64: element by element with the table's angles. Not fast; it exists so that
@@ -291,14 +315,21 @@ void rotate_cpu(const cr::torch_ops::RotaryCall& call, const Tensor& table, cons
       {head_view(k, call.heads_first, kd), head_view(k_out, call.heads_first, kd)}};
   if (!call.dtype) {
     // The scalar path has no overlap check of its own. Out of place its outputs are fresh;
-    // in place, q and k are its outputs and must not share memory, within or between them.
+    // in place, q and k are its outputs and must not share memory, within or between them,
+    // nor with the table, whose angles they would overwrite while it is read.
     if (q_out.is_same(q)) {
-      for (const auto& [name, x] : {std::pair<const char*, const Tensor&>{"q", q}, {"k", k}})
-        TORCH_CHECK_VALUE(at::has_internal_overlap(x) == at::MemOverlap::No, name,
+      for (const auto& [name, x] : {std::pair<const char*, const Tensor&>{"q", q}, {"k", k}}) {
+        TORCH_CHECK_VALUE(!elements_may_share_memory(x), name,
                           " has elements that share memory (an expanded or stride-0 view); "
                           "it cannot be rotated in place");
-      TORCH_CHECK_VALUE(!q.storage().is_alias_of(k.storage()),
-                        "float64 q and k share one storage; in place they must be separate tensors "
+        TORCH_CHECK_VALUE(!x.storage().is_alias_of(table.storage()) ||
+                              at::get_overlap_status(x, table) == at::MemOverlapStatus::No,
+                          "float64 ", name, " shares memory with the table; in place the rotation "
+                          "would overwrite the angles it reads (rotate out of place, or give the table "
+                          "its own memory)");
+      }
+      TORCH_CHECK_VALUE(!q.storage().is_alias_of(k.storage()) || at::get_overlap_status(q, k) == at::MemOverlapStatus::No,
+                        "float64 q and k share memory; in place they must not overlap "
                         "(or rotate out of place)");
     }
     for (const cr::RotaryTarget& t : targets) rotate_double(view, t.in, t.out, call.pairing, backward);
@@ -364,10 +395,10 @@ TORCH_LIBRARY_IMPL(circlerope, CPU, m) {
   m.impl("rotary_apply_", &rotary_apply_inplace_cpu);
 }
 
-// A sparse or mkldnn argument sends a call to its own dispatch key, where without a kernel it
-// failed with NotImplementedError and a page about backends. The CPU kernels are registered
-// there too: each checks every tensor's layout first (op_common.h, check_strided) and refuses
-// with a ValueError naming the argument and its layout.
+// A sparse, mkldnn, quantized or nested argument sends a call to its own dispatch key, where
+// without a kernel it failed with NotImplementedError and a page about backends. The CPU
+// kernels are registered there too: each checks every tensor's kind first (op_common.h,
+// check_strided) and refuses with a ValueError naming the argument and what it is.
 #define CIRCLEROPE_REFUSE_LAYOUT(key)                  \
   TORCH_LIBRARY_IMPL(circlerope, key, m) {             \
     m.impl("rope_index", &rope_index);                 \
@@ -378,4 +409,19 @@ TORCH_LIBRARY_IMPL(circlerope, CPU, m) {
 CIRCLEROPE_REFUSE_LAYOUT(SparseCPU)
 CIRCLEROPE_REFUSE_LAYOUT(SparseCsrCPU)
 CIRCLEROPE_REFUSE_LAYOUT(MkldnnCPU)
+CIRCLEROPE_REFUSE_LAYOUT(QuantizedCPU)
+CIRCLEROPE_REFUSE_LAYOUT(NestedTensorCPU)
 #undef CIRCLEROPE_REFUSE_LAYOUT
+
+// rope_index computes on the CPU: a CUDA input_ids reaches its CPU kernel, which names the
+// device rule, instead of the dispatcher's NotImplementedError.
+TORCH_LIBRARY_IMPL(circlerope, CUDA, m) { m.impl("rope_index", &rope_index); }
+
+// A nested tensor meets its own autograd key first, where the operators without an autograd
+// formula have no fallback: they are registered there too, and refuse it by name (the
+// rotation's autograd kernel, registered for every autograd key, passes it on to them).
+TORCH_LIBRARY_IMPL(circlerope, AutogradNestedTensor, m) {
+  m.impl("rope_index", &rope_index);
+  m.impl("rotary_table", &rotary_table);
+  m.impl("rotary_apply_", &rotary_apply_inplace_cpu);
+}

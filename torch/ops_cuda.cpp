@@ -146,3 +146,17 @@ TORCH_LIBRARY_IMPL(circlerope, CUDA, m) {
   m.impl("rotary_apply", &rotary_apply_cuda);
   m.impl("rotary_apply_", &rotary_apply_inplace_cuda);
 }
+
+// Sparse, quantized and nested CUDA tensors reach these kernels too, whose first check
+// (op_common.h, check_strided) refuses them by name, instead of the dispatcher's
+// NotImplementedError.
+#define CIRCLEROPE_REFUSE_KIND(key)                         \
+  TORCH_LIBRARY_IMPL(circlerope, key, m) {                  \
+    m.impl("rotary_table", &rotary_table_cuda);             \
+    m.impl("rotary_apply", &rotary_apply_cuda);             \
+    m.impl("rotary_apply_", &rotary_apply_inplace_cuda);    \
+  }
+CIRCLEROPE_REFUSE_KIND(SparseCUDA)
+CIRCLEROPE_REFUSE_KIND(QuantizedCUDA)
+CIRCLEROPE_REFUSE_KIND(NestedTensorCUDA)
+#undef CIRCLEROPE_REFUSE_KIND
