@@ -233,18 +233,47 @@ static void test_compat_modes(void) {
   static const int64_t three_frames[3] = {3, 2, 2};
   crp_rope_index_input p = one_video_row(padded_ids, 6, three_frames, NULL);
   p.attention_mask = mask;
-  v.compat = CRP_COMPAT_HF_5_3;
+  v.compat = CRP_COMPAT_HF_5_6;
   CHECK_MSG(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
   /* tau = 0, 2, 4 with s = 1.0; the text after the video at start 1 + max(h, w)/m = 2 */
-  static const float t_53[6] = {0, 0, 1, 3, 5, 2};
-  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_53[s]);
+  static const float t_56[6] = {0, 0, 1, 3, 5, 2};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_56[s]);
   CHECK(deltas[0] == 5.0f + 1.0f - 5.0f);
+  /* 5.2, numbered just below: the text after the video continues at the block's max + 1 and
+   * the delta counts the padded row's 6 tokens */
+  v.compat = CRP_COMPAT_HF_5_2;
+  CHECK_MSG(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  static const float t_52[6] = {0, 0, 1, 3, 5, 6};
+  for (int s = 0; s < 6; ++s) CHECK(pos[s] == t_52[s]);
+  CHECK(deltas[0] == 6.0f + 1.0f - 6.0f);
   v.compat = 8;
   CHECK(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
   CHECK_MSG(contains(err, "compat"), err);
+  v.compat = -1;
+  CHECK(crp_rope_index(&p, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(contains(err, "compat must be a crp_compat (0..7; got -1)"), err);
   v.compat = CRP_COMPAT_NONE;
   CHECK(crp_vision_config_set(&v, "compat", "hf-4.50", err, sizeof err) == CRP_INVALID_ARGUMENT);
   CHECK_MSG(contains(err, "hf-4.50"), err);
+
+  /* The modes are numbered in release order; every name reads as its value, "hf-5.3" as
+   * hf-5.6's, and each value survives a round trip through the setter. */
+  static const char* names[8] = {"none",         "hf-4.49",  "hf-4.52", "hf-5.2",
+                                 "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6",  "hf-5.18"};
+  static const int values[8] = {CRP_COMPAT_NONE,     CRP_COMPAT_HF_4_49, CRP_COMPAT_HF_4_52,
+                                CRP_COMPAT_HF_5_2,   CRP_COMPAT_HF_5_3_TO_5_5_3, CRP_COMPAT_HF_5_5_4,
+                                CRP_COMPAT_HF_5_6,   CRP_COMPAT_HF_5_18};
+  for (int i = 0; i < 8; ++i) {
+    CHECK(values[i] == i);
+    crp_vision_config_default(&v);
+    CHECK_MSG(crp_vision_config_set(&v, "compat", names[i], err, sizeof err) == CRP_OK, err);
+    CHECK_MSG(v.compat == i, names[i]);
+    /* another option set afterwards keeps the mode */
+    CHECK(crp_vision_config_set(&v, "spatial_merge_size", "2", err, sizeof err) == CRP_OK);
+    CHECK_MSG(v.compat == i, names[i]);
+  }
+  CHECK(crp_vision_config_set(&v, "compat", "hf-5.3", err, sizeof err) == CRP_OK);
+  CHECK(v.compat == CRP_COMPAT_HF_5_6);
 }
 
 static void test_errors_and_truncation(void) {

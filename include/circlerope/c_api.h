@@ -68,20 +68,20 @@ typedef struct crp_vision_config {
 } crp_vision_config;
 
 /* Whose positions to reproduce exactly (positions.h, Compat; docs/hf_compat.md): padded
- * value, delta convention, frame times, text after a block. Under CRP_COMPAT_HF_5_3_TO_5_5_3,
- * CRP_COMPAT_HF_5_5_4, CRP_COMPAT_HF_5_6 and CRP_COMPAT_HF_5_18 rope_deltas count only a
- * row's real tokens: decode the k-th new token of row b at (real tokens of b) + k +
- * rope_deltas[b]; every other mode decodes at cache position + rope_deltas[b]. */
+ * value, delta convention, frame times, text after a block. Numbered in release order. Under
+ * CRP_COMPAT_HF_5_3_TO_5_5_3, CRP_COMPAT_HF_5_5_4, CRP_COMPAT_HF_5_6 and CRP_COMPAT_HF_5_18
+ * rope_deltas count only a row's real tokens: decode the k-th new token of row b at (real
+ * tokens of b) + k + rope_deltas[b]; every other mode decodes at cache position +
+ * rope_deltas[b]. */
 typedef enum crp_compat {
-  CRP_COMPAT_NONE = 0,    /* this project (equals transformers 4.49-4.51 for M-RoPE) */
-  CRP_COMPAT_HF_4_49 = 1, /* transformers 4.49-4.51, Qwen's own code */
-  CRP_COMPAT_HF_4_52 = 2, /* transformers 4.52-5.1 */
-  CRP_COMPAT_HF_5_6 = 3,  /* transformers 5.6-5.17 */
-  CRP_COMPAT_HF_5_3 = 3,  /* the former name of CRP_COMPAT_HF_5_6 */
-  CRP_COMPAT_HF_5_2 = 4,  /* transformers 5.2 */
-  CRP_COMPAT_HF_5_3_TO_5_5_3 = 5, /* transformers 5.3-5.5.3 */
-  CRP_COMPAT_HF_5_5_4 = 6, /* transformers 5.5.4 */
-  CRP_COMPAT_HF_5_18 = 7  /* transformers 5.18 and later */
+  CRP_COMPAT_NONE = 0,            /* this project (equals transformers 4.49-4.51 for M-RoPE) */
+  CRP_COMPAT_HF_4_49 = 1,         /* transformers 4.49-4.51, Qwen's own code */
+  CRP_COMPAT_HF_4_52 = 2,         /* transformers 4.52-5.1 */
+  CRP_COMPAT_HF_5_2 = 3,          /* transformers 5.2 */
+  CRP_COMPAT_HF_5_3_TO_5_5_3 = 4, /* transformers 5.3-5.5.3 */
+  CRP_COMPAT_HF_5_5_4 = 5,        /* transformers 5.5.4 */
+  CRP_COMPAT_HF_5_6 = 6,          /* transformers 5.6-5.17 */
+  CRP_COMPAT_HF_5_18 = 7          /* transformers 5.18 and later */
 } crp_compat;
 
 typedef struct crp_rope_index_input {

@@ -122,7 +122,7 @@ struct Geometry {
 //     of them); a batch whose blocks outnumber the entries is refused (transformers raises
 //     StopIteration). 5.5.4 gives images i = 1 and videos their own entry. The other
 //     schemes place blocks as hf-5.6 does under these two modes.
-// The values are the C API's crp_compat (hf_5_6 was the fourth mode, CRP_COMPAT_HF_5_3).
+// The C API (crp_compat) numbers these in release order, the order of kAllCompats.
 enum class Compat {
   none,
   hf_4_49,

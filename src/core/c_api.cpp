@@ -60,29 +60,30 @@ crp_circle_config to_c(const CircleConfig& c) {
           c.move_to_origin ? 1 : 0, c.dff_rate, static_cast<int>(c.move_to_positive), c.positive_offset};
 }
 
-static_assert(static_cast<int>(Compat::none) == CRP_COMPAT_NONE &&
-                  static_cast<int>(Compat::hf_4_49) == CRP_COMPAT_HF_4_49 &&
-                  static_cast<int>(Compat::hf_4_52) == CRP_COMPAT_HF_4_52 &&
-                  static_cast<int>(Compat::hf_5_6) == CRP_COMPAT_HF_5_6 &&
-                  static_cast<int>(Compat::hf_5_3) == CRP_COMPAT_HF_5_3 &&
-                  static_cast<int>(Compat::hf_5_2) == CRP_COMPAT_HF_5_2 &&
-                  static_cast<int>(Compat::hf_5_3_to_5_5_3) == CRP_COMPAT_HF_5_3_TO_5_5_3 &&
-                  static_cast<int>(Compat::hf_5_5_4) == CRP_COMPAT_HF_5_5_4 &&
-                  static_cast<int>(Compat::hf_5_18) == CRP_COMPAT_HF_5_18 &&
-                  kAllCompats.size() == CRP_COMPAT_HF_5_18 + 1,
-              "crp_compat values are cast to circlerope::Compat");
+// crp_compat numbers the modes in release order, the order of kAllCompats: a C value is an
+// index into it.
+static_assert(kAllCompats[CRP_COMPAT_NONE] == Compat::none && kAllCompats[CRP_COMPAT_HF_4_49] == Compat::hf_4_49 &&
+                  kAllCompats[CRP_COMPAT_HF_4_52] == Compat::hf_4_52 && kAllCompats[CRP_COMPAT_HF_5_2] == Compat::hf_5_2 &&
+                  kAllCompats[CRP_COMPAT_HF_5_3_TO_5_5_3] == Compat::hf_5_3_to_5_5_3 &&
+                  kAllCompats[CRP_COMPAT_HF_5_5_4] == Compat::hf_5_5_4 && kAllCompats[CRP_COMPAT_HF_5_6] == Compat::hf_5_6 &&
+                  kAllCompats[CRP_COMPAT_HF_5_18] == Compat::hf_5_18 && kAllCompats.size() == CRP_COMPAT_HF_5_18 + 1,
+              "crp_compat values index circlerope::kAllCompats");
+
+int compat_to_c(Compat compat) {
+  return static_cast<int>(std::find(kAllCompats.begin(), kAllCompats.end(), compat) - kAllCompats.begin());
+}
 
 VisionConfig to_cpp(const crp_vision_config& v) {
   if (v.compat < CRP_COMPAT_NONE || v.compat > CRP_COMPAT_HF_5_18)
     throw Error("crp_vision_config.compat must be a crp_compat (0..7; got " + std::to_string(v.compat) + ")");
   return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
           v.video_token_id, v.time_is_index ? TimeMode::index : TimeMode::seconds,
-          static_cast<Compat>(v.compat)};
+          kAllCompats[static_cast<size_t>(v.compat)]};
 }
 
 crp_vision_config to_c(const VisionConfig& v) {
   return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
-          v.video_token_id, v.time == TimeMode::index ? 1 : 0, static_cast<int>(v.compat)};
+          v.video_token_id, v.time == TimeMode::index ? 1 : 0, compat_to_c(v.compat)};
 }
 
 // `count` names the C field in messages. A count is checked against its cap before it sizes
