@@ -691,6 +691,90 @@ static void test_random_text_through_the_setters(void) {
   }
 }
 
+/* An array `bytes` into a buffer, copied there: a pointer one byte off its element type. */
+static void* shifted(unsigned char* buffer, size_t bytes, const void* data, size_t size) {
+  memcpy(buffer + bytes, data, size);
+  return buffer + bytes;
+}
+
+/* The message names the function, the argument and its address. */
+static int names_misaligned(const char* err, const char* function, const char* name, const void* address,
+                            const char* alignment) {
+  char want[256];
+  snprintf(want, sizeof want, "%s: %s %p is not aligned to %s", function, name, address, alignment);
+  return contains(err, want);
+}
+
+/* Regression: misaligned input_ids (1 byte off), attention_mask, grids, seconds, position_ids
+ * and rope_deltas of crp_rope_index, and rope_deltas and out of crp_decode_positions, were
+ * read and written as they came: success in a release build, an abort under UBSan (load of
+ * misaligned address). Refused, naming the argument and its address; nothing is written. */
+static void regression_misaligned_pointers(void) {
+  _Alignas(8) static unsigned char ids_buffer[2 * 8 * 8 + 8], mask_buffer[2 * 8 * 8 + 8], grid_buffer[6 * 8 + 8],
+      seconds_buffer[8 + 8], pos_buffer[48 * 4 + 8], deltas_buffer[2 * 4 + 8];
+  crp_vision_config v;
+  crp_vision_config_default(&v);
+  _Alignas(8) static float pos[48], deltas[2];
+  char err[256];
+  static const int64_t videos[3] = {2, 2, 2};
+  static const int64_t video_ids[4] = {kStart, kVid, kVid, 5};
+  static const double seconds[1] = {1.0};
+
+  crp_rope_index_input in = small_batch();
+  in.input_ids = (const int64_t*)shifted(ids_buffer, 1, kIds, sizeof kIds);
+  for (int i = 0; i < 48; ++i) pos[i] = -7.0f;
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "input_ids", in.input_ids, "8 bytes (int64)"), err);
+  CHECK(pos[0] == -7.0f && pos[47] == -7.0f);
+  for (size_t off = 2; off < 8; off += 2) { /* every offset that is not a multiple of 8 */
+    in.input_ids = (const int64_t*)shifted(ids_buffer, off, kIds, sizeof kIds);
+    CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  }
+  in = small_batch();
+  in.attention_mask = (const int64_t*)shifted(mask_buffer, 4, kMask, sizeof kMask);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "attention_mask", in.attention_mask, "8 bytes (int64)"), err);
+  in = small_batch();
+  in.image_grid_thw = (const int64_t*)shifted(grid_buffer, 3, kImages, sizeof kImages);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "image_grid_thw", in.image_grid_thw, "8 bytes (int64)"), err);
+  in = one_video_row(video_ids, 4, (const int64_t*)shifted(grid_buffer, 5, videos, sizeof videos), seconds);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "video_grid_thw", in.video_grid_thw, "8 bytes (int64)"), err);
+  in = one_video_row(video_ids, 4, videos, (const double*)shifted(seconds_buffer, 1, seconds, sizeof seconds));
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "second_per_grid_ts", in.second_per_grid_ts,
+                             "8 bytes (float64)"),
+            err);
+  in = one_video_row(video_ids, 4, videos, seconds); /* the same row, aligned: fine */
+  CHECK_MSG(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, deltas, err, sizeof err) == CRP_OK, err);
+  in = small_batch();
+  float* odd_pos = (float*)(pos_buffer + 1);
+  float* odd_deltas = (float*)(deltas_buffer + 2);
+  memset(pos_buffer, 0x5A, sizeof pos_buffer);
+  memset(deltas_buffer, 0x5A, sizeof deltas_buffer);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, odd_pos, deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "position_ids", odd_pos, "4 bytes (float32)"), err);
+  CHECK(crp_rope_index(&in, &v, CRP_SCHEME_MROPE, NULL, pos, odd_deltas, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_rope_index", "rope_deltas", odd_deltas, "4 bytes (float32)"), err);
+  int untouched = 1;
+  for (size_t i = 0; i < sizeof pos_buffer; ++i) untouched = untouched && pos_buffer[i] == 0x5A;
+  for (size_t i = 0; i < sizeof deltas_buffer; ++i) untouched = untouched && deltas_buffer[i] == 0x5A;
+  CHECK(untouched);
+
+  static const float two_deltas[2] = {-2.0f, 0.5f};
+  const float* odd_in = (const float*)shifted(deltas_buffer, 1, two_deltas, sizeof two_deltas);
+  CHECK(crp_decode_positions(odd_in, 2, 10, 2, pos, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_decode_positions", "rope_deltas", odd_in, "4 bytes (float32)"), err);
+  memset(pos_buffer, 0x5A, sizeof pos_buffer);
+  CHECK(crp_decode_positions(two_deltas, 2, 10, 2, odd_pos, err, sizeof err) == CRP_INVALID_ARGUMENT);
+  CHECK_MSG(names_misaligned(err, "crp_decode_positions", "out", odd_pos, "4 bytes (float32)"), err);
+  untouched = 1;
+  for (size_t i = 0; i < sizeof pos_buffer; ++i) untouched = untouched && pos_buffer[i] == 0x5A;
+  CHECK(untouched);
+  CHECK_MSG(crp_decode_positions(two_deltas, 2, 10, 2, pos, err, sizeof err) == CRP_OK, err);
+}
+
 int main(void) {
   test_defaults();
   test_mrope_hand_values();
@@ -709,6 +793,7 @@ int main(void) {
   test_version_plans_and_statuses();
   regression_echoed_text_is_bounded_and_escaped();
   test_random_text_through_the_setters();
+  regression_misaligned_pointers();
   if (failures) {
     fprintf(stderr, "c_api_test: %d of %d checks failed\n", failures, checks);
     return 1;

@@ -3,7 +3,9 @@
  * Every function returns a status; on failure `error` (if not NULL) receives the
  * one-line message, truncated to error_size - 1 bytes. Nothing throws, aborts or
  * prints. Layout of outputs as in positions.h: position_ids [3][batch][seq_len]
- * (temporal, height, width), rope_deltas [batch]. */
+ * (temporal, height, width), rope_deltas [batch]. Every array pointer that is not NULL must
+ * be aligned to its element type (8 bytes for int64_t and double, 4 for float): a misaligned
+ * one is CRP_INVALID_ARGUMENT, the message naming the argument and its address. */
 #ifndef CIRCLEROPE_C_API_H
 #define CIRCLEROPE_C_API_H
 

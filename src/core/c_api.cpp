@@ -2,12 +2,14 @@
 #include "circlerope/c_api.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <vector>
 
 #include "circlerope/detail/c_guard.h"
+#include "circlerope/detail/fail.h"
 #include "circlerope/age.h"
 #include "circlerope/options.h"
 #include "circlerope/positions.h"
@@ -84,6 +86,16 @@ VisionConfig to_cpp(const crp_vision_config& v) {
 crp_vision_config to_c(const VisionConfig& v) {
   return {v.spatial_merge_size, v.tokens_per_second, v.vision_start_token_id, v.image_token_id,
           v.video_token_id, v.time == TimeMode::index ? 1 : 0, compat_to_c(v.compat)};
+}
+
+// An array the call reads or writes as T[] starts aligned to T (a misaligned load or store is
+// undefined behaviour: refused, naming the argument and its address). NULL passes: the NULL
+// checks are the callers'.
+template <class T>
+void require_aligned(const T* p, const char* function, const char* name, const char* type) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0)
+    detail::fail(function, ": ", name, " ", static_cast<const void*>(p), " is not aligned to ", alignof(T), " bytes (",
+                 type, ")");
 }
 
 // `count` names the C field in messages. A count is checked against its cap before it sizes
@@ -209,6 +221,14 @@ crp_status crp_rope_index(const crp_rope_index_input* in, const crp_vision_confi
                   std::to_string(in->seq_len) + " is negative or more than " + std::to_string(kMaxTokens) +
                   " tokens (CRP_MAX_TOKENS), the limit of one call");
     if (total > 0 && !in->input_ids) throw Error("crp_rope_index: input_ids is NULL");
+    const char* const self = "crp_rope_index";
+    require_aligned(in->input_ids, self, "input_ids", "int64");
+    require_aligned(in->attention_mask, self, "attention_mask", "int64");
+    require_aligned(in->image_grid_thw, self, "image_grid_thw", "int64");
+    require_aligned(in->video_grid_thw, self, "video_grid_thw", "int64");
+    require_aligned(in->second_per_grid_ts, self, "second_per_grid_ts", "float64");
+    require_aligned(position_ids, self, "position_ids", "float32");
+    require_aligned(rope_deltas, self, "rope_deltas", "float32");
     const auto n = static_cast<size_t>(total);
     const std::vector<GridTHW> images = grids(in->image_grid_thw, in->n_images, "image_grid_thw", "n_images");
     const std::vector<GridTHW> videos = grids(in->video_grid_thw, in->n_videos, "video_grid_thw", "n_videos");
@@ -242,6 +262,8 @@ crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t
     const bool sized = count >= 0 && !__builtin_mul_overflow(batch, count, &total) && total <= kMaxTokens;
     const size_t n = sized ? static_cast<size_t>(3 * total) : 0;
     if (n > 0 && !out) throw Error("crp_decode_positions: out is NULL");
+    require_aligned(rope_deltas, "crp_decode_positions", "rope_deltas", "float32");
+    require_aligned(out, "crp_decode_positions", "out", "float32");
     decode_positions_into({rope_deltas, static_cast<size_t>(batch)}, first, count, {out, n});
   });
 }
