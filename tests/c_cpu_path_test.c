@@ -42,9 +42,12 @@ int main(int argc, char** argv) {
   crp_rotary_config config;
   CHECK(crp_rotary_config_default(&config) == CRP_OK);
   float values[4 * 128];
+  crp_table_view table = {values, 1, 4, 128};
+  crp_rotary_params params;
+  CHECK(crp_rotary_params_default(&params) == CRP_OK);
+  params.threads = 1;
   char table_err[512];
-  const crp_status table_status = crp_rotary_table_compute(&config, positions, 1, 4, 1, CRP_ISA_AUTOMATIC, values,
-                                                           4 * 128, table_err, sizeof table_err);
+  const crp_status table_status = crp_table_fill(&config, positions, &table, &params, table_err, sizeof table_err);
 
   if (strcmp(mode, "unknown") == 0) {
     CHECK_MSG(status == CRP_INVALID_ARGUMENT, err);
@@ -65,8 +68,8 @@ int main(int argc, char** argv) {
       int available = -1;
       CHECK(crp_isa_available(CRP_ISA_AVX512, &available, err, sizeof err) == CRP_OK && available == 0);
       CHECK(crp_isa_available(CRP_ISA_PORTABLE, &available, err, sizeof err) == CRP_OK && available == 1);
-      CHECK(crp_rotary_table_compute(&config, positions, 1, 4, 1, CRP_ISA_AVX512, values, 4 * 128, err, sizeof err) ==
-            CRP_INVALID_ARGUMENT);
+      params.isa = CRP_ISA_AVX512;
+      CHECK(crp_table_fill(&config, positions, &table, &params, err, sizeof err) == CRP_INVALID_ARGUMENT);
       /* The reason: the override where the CPU has the path (AVX-512 F, BW and VL, which the
          compiler's own CPU check, OS support included, tells), else the CPU, which the probe
          reports first. */

@@ -94,19 +94,16 @@ TEST(Alignment, CApiSaysSoInItsMessage) {
   config.sections[1] = 1;
   config.sections[2] = 1;
   char error[256] = "";
-  crp_rotary_table* table = nullptr;
-  ASSERT_EQ(crp_rotary_table_create(&config, f.positions.data(), 1, Fixture::kSeq, 1, &table, error, sizeof error),
-            CRP_OK)
-      << error;
+  std::vector<float> values(static_cast<std::size_t>(Fixture::kSeq * Fixture::kDim));
+  const crp_table_view table = {values.data(), 1, Fixture::kSeq, static_cast<int>(Fixture::kDim)};
+  ASSERT_EQ(crp_table_fill(&config, f.positions.data(), &table, nullptr, error, sizeof error), CRP_OK) << error;
   std::vector<std::uint64_t> store(64);
   auto* bytes = reinterpret_cast<unsigned char*>(store.data());
   crp_head_tensor x = {bytes + 2, CRP_DTYPE_FLOAT32, {1, Fixture::kSeq, Fixture::kHeads, Fixture::kDim},
                        {Fixture::kSeq * Fixture::kHeads * Fixture::kDim, Fixture::kHeads * Fixture::kDim,
                         Fixture::kDim, 1}};
-  EXPECT_EQ(crp_rotate(table, &x, &x, 1, CRP_PAIRING_NEOX, CRP_FORWARD, 1, error, sizeof error),
-            CRP_INVALID_ARGUMENT);
+  EXPECT_EQ(crp_rotate(&table, &x, &x, 1, nullptr, error, sizeof error), CRP_INVALID_ARGUMENT);
   EXPECT_THAT(std::string(error), HasSubstr("not aligned to its element size"));
-  crp_rotary_table_destroy(table);
 }
 
 }  // namespace

@@ -267,9 +267,8 @@ TEST(OptionTable, TheCApiCarriesEveryRotaryOption) {
       ASSERT_EQ(crp_rotary_config_set(&c, key.c_str(), text.c_str(), error, sizeof error), CRP_OK) << error;
     const RotaryConfig changed = rotary_with(option);
     std::vector<float> values(static_cast<std::size_t>(kRotaryTokens * changed.rotary_dim));
-    EXPECT_EQ(crp_rotary_table_compute(&c, positions.data(), 1, kRotaryTokens, 1, CRP_ISA_AUTOMATIC, values.data(),
-                                       values.size(), error, sizeof error),
-              CRP_OK)
+    const crp_table_view table = {values.data(), 1, kRotaryTokens, c.rotary_dim};
+    EXPECT_EQ(crp_table_fill(&c, positions.data(), &table, nullptr, error, sizeof error), CRP_OK)
         << error << " (crp_rotary_config does not carry " << option.key << ")";
     EXPECT_EQ(values, core_table(changed)) << "crp_rotary_config does not carry " << option.key;
   }

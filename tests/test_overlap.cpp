@@ -189,7 +189,7 @@ std::string error_of(const std::function<void()>& f) {
 
 // ---- regressions: outputs over the inputs of their own call ---------------------------------
 
-// crp_rotate_values / rotate with the out laid over the table's values returned success with
+// rotate (and crp_rotate) with the out laid over the table's values returned success with
 // most values wrong (the values were read after the first rows had overwritten them).
 TEST(Overlap, RotateRefusesAnOutOverTheTablesValues) {
   constexpr std::int64_t S = 5, H = 2, D = 8;
@@ -210,7 +210,7 @@ TEST(Overlap, RotateRefusesAnOutOverTheTablesValues) {
   EXPECT_EQ(error_of([&] { rotate(table, std::span<const RotaryTarget>(&after, 1)); }), "");
 }
 
-// crp_rotary_table_compute writing over its own positions returned success with most values
+// make_rotary_table_into (and crp_table_fill) writing over its own positions returned success with most values
 // wrong.
 TEST(Overlap, TableComputedOverItsOwnPositionsIsRefused) {
   constexpr std::int64_t S = 6, D = 8;

@@ -3,11 +3,17 @@
  * returns a crp_status and writes a one-line message into `error` (when not NULL); nothing
  * throws, aborts or prints.
  *
- *   crp_rotary_table* t;
- *   crp_rotary_table_create(&config, position_ids, batch, seq_len, 0, &t, err, sizeof err);
+ * The hot path is two calls: crp_table_fill computes the cos/sin table of a batch's positions
+ * into memory the caller owns, described by a crp_table_view; crp_rotate rotates queries and
+ * keys with it. c_cuda.h has the same two calls on device memory, with the same parameters
+ * and a stream.
+ *
+ *   crp_rotary_config config;
+ *   crp_rotary_config_default(&config);
+ *   crp_table_view table = {malloc(batch * seq_len * 128 * sizeof(float)), batch, seq_len, 128};
+ *   crp_table_fill(&config, position_ids, &table, NULL, err, sizeof err);
  *   crp_head_tensor q = {q_ptr, CRP_DTYPE_BFLOAT16, {B, S, 16, 128}, {S*16*128, 16*128, 128, 1}};
- *   crp_rotate(t, &q, &q, 1, CRP_PAIRING_NEOX, CRP_FORWARD, 0, err, sizeof err);  // in place
- *   crp_rotary_table_destroy(t);
+ *   crp_rotate(&table, &q, &q, 1, NULL, err, sizeof err);  // in place, neox, forward
  */
 #ifndef CIRCLEROPE_C_KERNELS_H
 #define CIRCLEROPE_C_KERNELS_H
@@ -50,13 +56,15 @@ typedef enum crp_isa {
   CRP_ISA_AVX512BF16 = 4
 } crp_isa;
 
-/* How crp_rotate_ex / crp_rotate_values rotate. */
-typedef struct crp_rotate_params {
+/* How crp_table_fill and crp_rotate run (circlerope::RotaryParams); NULL: the defaults of
+ * crp_rotary_params_default. Every field is checked by both calls; crp_table_fill uses threads
+ * and isa only. */
+typedef struct crp_rotary_params {
   int pairing;   /* crp_pairing */
   int direction; /* crp_direction */
   int threads;   /* 0 = all cores, at most CRP_MAX_THREADS */
   int isa;       /* crp_isa */
-} crp_rotate_params;
+} crp_rotary_params;
 
 /* The rotary options of circlerope/options.h (kRotaryOptions, where each is declared).
  * tests/test_option_table.cpp checks that this struct carries every option declared there. */
@@ -77,12 +85,21 @@ typedef struct crp_head_tensor {
   int64_t strides[4];
 } crp_head_tensor;
 
-typedef struct crp_rotary_table crp_rotary_table; /* opaque */
+/* A rotary table in memory the caller owns: per token (b, s), at
+ * values + (b * seq_len + s) * rotary_dim, rotary_dim / 2 cosines then rotary_dim / 2 sines,
+ * float32 (the frequency layout and theta are baked in); batch * seq_len * rotary_dim floats
+ * in all, 4-byte aligned. crp_table_fill writes it, crp_rotate reads it. */
+typedef struct crp_table_view {
+  float* values;
+  int64_t batch;
+  int64_t seq_len;
+  int rotary_dim; /* the config's rotary_dim: even, 2..1024 */
+} crp_table_view;
 
 /* Qwen2.5-VL: theta 1e6, rotary dim 128, chunked [16, 24, 24]. NULL: CRP_INVALID_ARGUMENT. */
 crp_status crp_rotary_config_default(crp_rotary_config* config);
 /* neox, forward, all cores, automatic path. NULL: CRP_INVALID_ARGUMENT. */
-crp_status crp_rotate_params_default(crp_rotate_params* params);
+crp_status crp_rotary_params_default(crp_rotary_params* params);
 /* Whether this CPU and build run code path `isa` (a crp_isa; AUTOMATIC always runs). */
 crp_status crp_isa_available(int isa, int* available, char* error, size_t error_size);
 /* The path AUTOMATIC runs in this process (*isa, a crp_isa other than AUTOMATIC) and why, one
@@ -97,45 +114,22 @@ crp_status crp_cpu_path(int* isa, char* reason, size_t reason_size, char* error,
 crp_status crp_rotary_config_set(crp_rotary_config* config, const char* key, const char* value,
                                  char* error, size_t error_size);
 
-/* position_ids: float32 [3][batch][seq_len]. threads: 0 = all cores, at most CRP_MAX_THREADS. */
-crp_status crp_rotary_table_create(const crp_rotary_config* config, const float* position_ids,
-                                   int64_t batch, int64_t seq_len, int threads,
-                                   crp_rotary_table** table, char* error, size_t error_size);
-/* The same with a forced code path (crp_isa). */
-crp_status crp_rotary_table_create_ex(const crp_rotary_config* config, const float* position_ids,
-                                      int64_t batch, int64_t seq_len, int threads, int isa,
-                                      crp_rotary_table** table, char* error, size_t error_size);
-crp_status crp_rotary_table_destroy(crp_rotary_table* table); /* NULL is fine */
+/* The table of `position_ids` (float32 [3][table->batch][table->seq_len]) written into
+ * table->values; table->rotary_dim must be config->rotary_dim. Refused: a non-finite position,
+ * values that share memory with the positions. params: threads and isa as in crp_rotate (NULL:
+ * the defaults). Nothing is written on failure. */
+crp_status crp_table_fill(const crp_rotary_config* config, const float* position_ids,
+                          const crp_table_view* table, const crp_rotary_params* params, char* error,
+                          size_t error_size);
 
-/* A table's values, what a GPU engine uploads: per token (b, s), at
- * values[(b * seq_len + s) * rotary_dim], rotary_dim / 2 cosines then rotary_dim / 2 sines,
- * float32; the frequency layout and theta are baked in. */
-crp_status crp_rotary_table_shape(const crp_rotary_table* table, int64_t* batch, int64_t* seq_len,
-                                  int* rotary_dim, char* error, size_t error_size);
-/* Borrowed: valid until crp_rotary_table_destroy. */
-crp_status crp_rotary_table_values(const crp_rotary_table* table, const float** values, char* error,
-                                   size_t error_size);
-/* The same values computed straight into caller memory (no table object): `values` holds
- * exactly value_count = batch * seq_len * rotary_dim floats; nothing is written on failure. */
-crp_status crp_rotary_table_compute(const crp_rotary_config* config, const float* position_ids,
-                                    int64_t batch, int64_t seq_len, int threads, int isa, float* values,
-                                    size_t value_count, char* error, size_t error_size);
-
-/* Rotates `count` (0..CRP_MAX_TARGETS) tensors: out[i] may be in[i] (in place) or must not
- * share memory with it, nor with another target's in or out, nor with the table's values.
- * pairing: crp_pairing; direction: crp_direction;
- * threads: 0 = all cores, <= CRP_MAX_THREADS. Nothing is written on failure. */
-crp_status crp_rotate(const crp_rotary_table* table, const crp_head_tensor* in,
-                      const crp_head_tensor* out, int count, int pairing, int direction,
-                      int threads, char* error, size_t error_size);
-/* The same with every setting in `params` (NULL: crp_rotate_params_default). */
-crp_status crp_rotate_ex(const crp_rotary_table* table, const crp_head_tensor* in,
-                         const crp_head_tensor* out, int count, const crp_rotate_params* params,
-                         char* error, size_t error_size);
-/* Rotation by a table's values in caller memory (crp_rotary_table_compute's layout). */
-crp_status crp_rotate_values(const float* values, int64_t batch, int64_t seq_len, int rotary_dim,
-                             const crp_head_tensor* in, const crp_head_tensor* out, int count,
-                             const crp_rotate_params* params, char* error, size_t error_size);
+/* Rotates `count` (0..CRP_MAX_TARGETS) tensors by `table`: in[i] into out[i], which is in[i]
+ * itself (in place) or shares no memory with it, nor with another target's in or out, nor with
+ * the table's values; every tensor is [table->batch, table->seq_len, heads, head_dim >=
+ * table->rotary_dim] (heads may differ between targets). params: pairing, direction, threads
+ * and the code path (NULL: crp_rotary_params_default's). Nothing is written on failure. */
+crp_status crp_rotate(const crp_table_view* table, const crp_head_tensor* in,
+                      const crp_head_tensor* out, int count, const crp_rotary_params* params,
+                      char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

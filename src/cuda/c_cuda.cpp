@@ -1,8 +1,8 @@
-// The CUDA backend's C API: the C values checked and converted as in c_kernels.cpp
-// (src/cpu/c_convert.h), exceptions turned into status codes (c_guard.h).
+// The CUDA backend's C API: the C arguments checked and converted by the CPU C API's code
+// (src/cpu/c_convert.h), so that both refuse the same arguments with the same messages; then
+// what only CUDA refuses (a CPU code path, host memory); exceptions turned into status codes
+// (c_guard.h).
 #include "circlerope/c_cuda.h"
-
-#include <vector>
 
 #include "circlerope/detail/c_guard.h"
 #include "circlerope/detail/fail.h"
@@ -12,44 +12,43 @@
 namespace {
 
 using namespace circlerope;
-using detail::checked_enum;
 using detail::fail;
 using detail::guarded;
-using detail::to_cpp;
+
+// The CUDA calls take params->isa CRP_ISA_AUTOMATIC only: the others name CPU code paths.
+void require_automatic(Isa isa) {
+  if (isa != Isa::automatic)
+    fail("isa ", static_cast<int>(isa), " (", to_string(isa),
+         ") names a CPU code path; the CUDA functions take CRP_ISA_AUTOMATIC");
+}
 
 }  // namespace
 
 extern "C" {
 
-int crp_cuda_device_count(void) { return circlerope::cuda::device_count(); }
+crp_status crp_cuda_device_count(int* count) {
+  if (!count) return CRP_INVALID_ARGUMENT;
+  *count = cuda::device_count();
+  return CRP_OK;
+}
 
-crp_status crp_cuda_rotary_table_fill(const crp_rotary_config* config, const float* position_ids,
-                                      int64_t batch, int64_t seq_len, float* values,
-                                      int64_t value_count, void* stream, char* error,
-                                      size_t error_size) {
+crp_status crp_cuda_table_fill(const crp_rotary_config* config, const float* position_ids,
+                               const crp_table_view* table, const crp_rotary_params* params,
+                               void* stream, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
-    if (!config) fail("config is NULL");
-    if (value_count < 0) fail("value_count ", value_count, " is negative");
-    cuda::make_rotary_table_into(to_cpp(*config), position_ids, batch, seq_len,
-                                 {values, static_cast<std::size_t>(value_count)}, stream);
+    const detail::TableFill f = detail::table_fill(config, table, params);
+    require_automatic(f.params.isa);
+    cuda::make_rotary_table_into(f.config, position_ids, f.batch, f.seq_len, f.values, stream);
   });
 }
 
 crp_status crp_cuda_rotate(const crp_table_view* table, const crp_head_tensor* in,
-                           const crp_head_tensor* out, int count, int pairing, int direction,
+                           const crp_head_tensor* out, int count, const crp_rotary_params* params,
                            void* stream, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
-    if (!table) fail("table is NULL");
-    if (count < 0) fail("count ", count, " is negative");
-    if (count > 0 && (!in || !out)) fail("in or out is NULL with count ", count);
-    RotaryParams params;
-    params.pairing = checked_enum<Pairing>(pairing, 2, "pairing");
-    params.direction = checked_enum<Direction>(direction, 2, "direction");
-    std::vector<RotaryTarget> targets;
-    targets.reserve(static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) targets.push_back({to_cpp(in[i], "in", i), to_cpp(out[i], "out", i)});
-    cuda::rotate({table->values, table->batch, table->seq_len, table->rotary_dim}, targets, params,
-                 stream);
+    const detail::RotateCall call = detail::rotate_call(table, in, out, count, params);
+    require_automatic(call.params.isa);
+    cuda::rotate(call.table, call.targets, call.params, stream);
   });
 }
 
