@@ -1,4 +1,4 @@
-// libFuzzer target: the C kernels API (c_kernels.h): crp_rotary_table_create and crp_rotate
+// libFuzzer target: the C kernels API (c_kernels.h): crp_table_fill and crp_rotate
 // with fuzzed configs, positions, dtypes, pairings, directions and strided views, in place
 // and out of place, several targets per call, all placed in one shared arena so that views
 // can overlap the way callers' views do.
@@ -270,39 +270,44 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (int64_t t = 0; t < tokens; ++t)
         if (!std::isfinite(positions[static_cast<size_t>(a * tokens + t)])) table_must_fail = true;
   }
-  crp_rotary_table* table = reinterpret_cast<crp_rotary_table*>(0x1);  // must be overwritten
+  // The table's memory: its exact size when the call may be accepted (a valid config), none
+  // otherwise (refused before the values are looked at). Sentinels show a write on failure.
+  std::vector<float> values(valid_config ? static_cast<size_t>(tokens * config.rotary_dim) : 0, -7.0f);
+  const crp_table_view table{values.data(), batch, seq, config.rotary_dim};
+  crp_rotary_params table_params;
+  crp_rotary_params_default(&table_params);
+  table_params.threads = table_threads;
   ErrorBuffer table_error(in);
-  const crp_status created = crp_rotary_table_create(table_config_null ? nullptr : &config,
-                                                     positions_null ? nullptr : positions.data(), batch, seq,
-                                                     table_threads, &table, table_error.data(), table_error.size);
+  const crp_status created = crp_table_fill(table_config_null ? nullptr : &config,
+                                            positions_null ? nullptr : positions.data(), &table, &table_params,
+                                            table_error.data(), table_error.size);
   if (std::getenv("CIRCLEROPE_FUZZ_VERBOSE")) {  // triage: the call, and its message in full
     std::fprintf(stderr, "table: theta %g dim %d layout %d sections [%d %d %d] batch %lld seq %lld threads %d%s%s\n",
                  config.theta, config.rotary_dim, config.layout, config.sections[0], config.sections[1],
                  config.sections[2], (long long)batch, (long long)seq, table_threads,
                  table_config_null ? " config NULL" : "", positions_null ? " positions NULL" : "");
     char full[512] = "";
-    crp_rotary_table* again = nullptr;
-    crp_rotary_table_create(table_config_null ? nullptr : &config, positions_null ? nullptr : positions.data(),
-                            batch, seq, table_threads, &again, full, sizeof full);
-    crp_rotary_table_destroy(again);
+    std::vector<float> again(values.size());
+    const crp_table_view again_table{again.data(), batch, seq, config.rotary_dim};
+    crp_table_fill(table_config_null ? nullptr : &config, positions_null ? nullptr : positions.data(), &again_table,
+                   &table_params, full, sizeof full);
     std::fprintf(stderr, "table message: %s (oracle: must_fail %d)\n", full, table_must_fail);
   }
-  table_error.check(created == CRP_OK, "crp_rotary_table_create");
+  table_error.check(created == CRP_OK, "crp_table_fill");
   fuzz::count(created == CRP_OK ? "table accepted" : "table refused");
   if (created != CRP_OK) {
-    FUZZ_CHECK(table_must_fail, "crp_rotary_table_create refused a valid call: %s", table_error.text());
-    FUZZ_CHECK(table == nullptr, "crp_rotary_table_create failed without setting *table to NULL");
-    FUZZ_CHECK(created == CRP_INVALID_ARGUMENT, "crp_rotary_table_create returned status %d", (int)created);
+    FUZZ_CHECK(table_must_fail, "crp_table_fill refused a valid call: %s", table_error.text());
+    FUZZ_CHECK(std::all_of(values.begin(), values.end(), [](float v) { return v == -7.0f; }),
+               "crp_table_fill failed after writing into the table");
+    FUZZ_CHECK(created == CRP_INVALID_ARGUMENT, "crp_table_fill returned status %d", (int)created);
     // A NULL table must be refused too.
     crp_head_tensor t{};
     char message[64];
-    FUZZ_CHECK(crp_rotate(nullptr, &t, &t, 1, 0, 0, 0, message, sizeof message) != CRP_OK,
+    FUZZ_CHECK(crp_rotate(nullptr, &t, &t, 1, nullptr, message, sizeof message) != CRP_OK,
                "crp_rotate accepted a NULL table");
     return 0;
   }
-  FUZZ_CHECK(!table_must_fail, "crp_rotary_table_create accepted an invalid call");
-  FUZZ_CHECK(table != nullptr && table != reinterpret_cast<crp_rotary_table*>(0x1),
-             "crp_rotary_table_create succeeded without a table");
+  FUZZ_CHECK(!table_must_fail, "crp_table_fill accepted an invalid call");
   const int rot = config.rotary_dim;
 
   // ---- the targets ----
@@ -500,11 +505,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  outs_share, out_over_other_in);
   }
 
-  const crp_status status = crp_rotate(table, in_null ? nullptr : c_in.data(), out_null ? nullptr : c_out.data(),
-                                       count, pairing, direction, threads, error.data(), error.size);
+  const crp_rotary_params params{pairing, direction, threads, CRP_ISA_AUTOMATIC};
+  const crp_status status = crp_rotate(&table, in_null ? nullptr : c_in.data(), out_null ? nullptr : c_out.data(),
+                                       count, &params, error.data(), error.size);
   error.check(status == CRP_OK, "crp_rotate");
   fuzz::count(status == CRP_OK ? "rotate accepted" : "rotate refused");
-  crp_rotary_table_destroy(table);
   if (status != CRP_OK) {
     FUZZ_CHECK(status == CRP_INVALID_ARGUMENT, "crp_rotate returned status %d: %s", (int)status, error.text());
     FUZZ_CHECK(must_fail || may_fail, "crp_rotate refused a valid call: %s", error.text());
