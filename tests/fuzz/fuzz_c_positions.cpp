@@ -1,6 +1,6 @@
 // libFuzzer target: the C positions API (c_api.h) with fuzzed structs: crp_rope_index and
-// crp_decode_positions, NULL pointers, negative counts, out-of-range enums, non-finite
-// doubles, short and absent error buffers.
+// crp_decode_positions, NULL pointers, misaligned arrays, negative counts, out-of-range enums,
+// non-finite doubles, short and absent error buffers.
 //
 // The harness owns every buffer, so it only claims sizes it allocated (batch <= 4,
 // seq_len <= 24): it cannot pass a batch of 2^62 honestly, so the batch x seq_len limit with
@@ -41,6 +41,34 @@ int64_t pick_int(FuzzedDataProvider& in, std::initializer_list<int64_t> usual) {
   const std::vector<int64_t> v(usual);
   if (k < 230) return v[k % v.size()];
   return in.ConsumeIntegral<int64_t>();
+}
+
+// One array argument moved off its alignment (c_api.h: refused): a copy of its bytes `shift`
+// bytes into a buffer of its own, the rest of the buffer a sentinel that shows a write.
+struct Misaligned {
+  std::vector<unsigned char> bytes;
+  size_t shift = 0;
+  template <class T>
+  T* place(const T* data, size_t count, size_t offset) {
+    shift = offset;
+    bytes.assign(count * sizeof(T) + 16, kSentinel);
+    if (count > 0) std::memcpy(bytes.data() + shift, data, count * sizeof(T));
+    return reinterpret_cast<T*>(bytes.data() + shift);
+  }
+  bool unwritten(const void* original, size_t size) const {
+    if (bytes.empty()) return true;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      const bool copied = i >= shift && i < shift + size;
+      if (bytes[i] != (copied ? static_cast<const unsigned char*>(original)[i - shift] : kSentinel)) return false;
+    }
+    return true;
+  }
+};
+
+// A shift that misaligns an array of `alignment`-byte elements: 1..alignment - 1, or that
+// plus a whole element.
+size_t misaligning_shift(FuzzedDataProvider& in, size_t alignment) {
+  return in.ConsumeIntegralInRange<size_t>(1, alignment - 1) + (in.ConsumeBool() ? alignment : 0);
 }
 
 // An error buffer of 0, 1, a few or 256 bytes (or none), followed by guard bytes.
@@ -161,10 +189,62 @@ void fuzz_rope_index(FuzzedDataProvider& in) {
   }
   const crp_rope_index_input* input_arg = in.ConsumeIntegralInRange<int>(0, 31) == 0 ? nullptr : &input;
   const crp_vision_config* vision_arg = in.ConsumeIntegralInRange<int>(0, 31) == 0 ? nullptr : &vision;
-  const crp_status status =
-      crp_rope_index(input_arg, vision_arg, scheme, circle_null ? nullptr : &circle,
-                     null_output == 1 ? nullptr : position_ids.data(), null_output == 2 ? nullptr : deltas.data(),
-                     error.data(), error.size);
+  float* position_arg = null_output == 1 ? nullptr : position_ids.data();
+  float* deltas_arg = null_output == 2 ? nullptr : deltas.data();
+  // Drawn last, so that the inputs saved before this choice existed keep their meaning: one
+  // array argument that is not NULL moved off its alignment, an input or an output.
+  Misaligned moved;
+  const void* moved_from = nullptr;
+  size_t moved_size = 0;
+  switch (in.ConsumeIntegralInRange<int>(0, 15)) {
+    case 9:
+      if (input.input_ids) {
+        moved_from = ids.data(), moved_size = ids.size() * 8;
+        input.input_ids = moved.place(ids.data(), ids.size(), misaligning_shift(in, 8));
+      }
+      break;
+    case 10:
+      if (input.attention_mask) {
+        moved_from = mask.data(), moved_size = mask.size() * 8;
+        input.attention_mask = moved.place(mask.data(), mask.size(), misaligning_shift(in, 8));
+      }
+      break;
+    case 11:
+      if (input.image_grid_thw) {
+        moved_from = images.data(), moved_size = images.size() * 8;
+        input.image_grid_thw = moved.place(images.data(), images.size(), misaligning_shift(in, 8));
+      }
+      break;
+    case 12:
+      if (input.video_grid_thw) {
+        moved_from = videos.data(), moved_size = videos.size() * 8;
+        input.video_grid_thw = moved.place(videos.data(), videos.size(), misaligning_shift(in, 8));
+      }
+      break;
+    case 13:
+      if (input.second_per_grid_ts) {
+        moved_from = seconds.data(), moved_size = seconds.size() * 8;
+        input.second_per_grid_ts = moved.place(seconds.data(), seconds.size(), misaligning_shift(in, 8));
+      }
+      break;
+    case 14:
+      if (position_arg) {
+        moved_from = position_ids.data(), moved_size = position_ids.size() * 4;
+        position_arg = moved.place(position_ids.data(), position_ids.size(), misaligning_shift(in, 4));
+      }
+      break;
+    case 15:
+      if (deltas_arg) {
+        moved_from = deltas.data(), moved_size = deltas.size() * 4;
+        deltas_arg = moved.place(deltas.data(), deltas.size(), misaligning_shift(in, 4));
+      }
+      break;
+    default: break;
+  }
+  const bool misaligned = !moved.bytes.empty();
+  const crp_status status = crp_rope_index(input_arg, vision_arg, scheme, circle_null ? nullptr : &circle,
+                                           position_arg, deltas_arg, error.data(), error.size);
+  FUZZ_CHECK(moved.unwritten(moved_from, moved_size), "crp_rope_index wrote into a misaligned array");
   error.check(status == CRP_OK, "crp_rope_index");
   FUZZ_CHECK(status == CRP_OK || status == CRP_INVALID_ARGUMENT, "crp_rope_index returned status %d (%s)",
              static_cast<int>(status), error.text());
@@ -175,6 +255,7 @@ void fuzz_rope_index(FuzzedDataProvider& in) {
   // --- oracle: the C fields, then the batch.
   std::string problem;
   if (!input_arg || !vision_arg || null_output == 1 || null_output == 2) problem = "NULL argument";
+  else if (misaligned) problem = "a misaligned array";
   else if (scheme < 0 || scheme > 3) problem = "scheme";
   else if (scheme == CRP_SCHEME_CIRCLE && circle_null) problem = "NULL circle";
   else if (batch < 0 || seq < 0) problem = "negative size";
@@ -262,8 +343,23 @@ void fuzz_decode(FuzzedDataProvider& in) {
     crp_decode_positions(deltas_null ? nullptr : deltas.data(), batch, first, count, nullptr, full, sizeof full);
     std::fprintf(stderr, "  with out NULL: %s\n", full);
   }
-  const crp_status status = crp_decode_positions(deltas_null ? nullptr : deltas.data(), batch, first, count,
-                                                 out_null ? nullptr : out.data(), error.data(), error.size);
+  // Drawn last (see fuzz_rope_index): rope_deltas or out moved off its alignment.
+  const float* deltas_arg = deltas_null ? nullptr : deltas.data();
+  float* out_arg = out_null ? nullptr : out.data();
+  Misaligned moved;
+  const void* moved_from = nullptr;
+  size_t moved_size = 0;
+  const int move = in.ConsumeIntegralInRange<int>(0, 7);
+  if (move == 6 && deltas_arg) {
+    moved_from = deltas.data(), moved_size = deltas.size() * 4;
+    deltas_arg = moved.place(deltas.data(), deltas.size(), misaligning_shift(in, 4));
+  } else if (move == 7 && out_arg) {
+    moved_from = out.data(), moved_size = out.size() * 4;
+    out_arg = moved.place(out.data(), out.size(), misaligning_shift(in, 4));
+  }
+  const bool misaligned = !moved.bytes.empty();
+  const crp_status status = crp_decode_positions(deltas_arg, batch, first, count, out_arg, error.data(), error.size);
+  FUZZ_CHECK(moved.unwritten(moved_from, moved_size), "crp_decode_positions wrote into a misaligned array");
   error.check(status == CRP_OK, "crp_decode_positions");
   FUZZ_CHECK(status == CRP_OK || status == CRP_INVALID_ARGUMENT, "crp_decode_positions returned status %d",
              static_cast<int>(status));
@@ -276,6 +372,7 @@ void fuzz_decode(FuzzedDataProvider& in) {
   else if (batch > 0 && deltas_null) problem = "NULL rope_deltas";
   else if (first < 0 || count < 0) problem = "negative position or count";
   else if (!empty && out_null) problem = "NULL out";
+  else if (misaligned) problem = "a misaligned array";
   // A call that computes nothing (count 0) need not look at the deltas (the library reads
   // them only when count > 0, as it reads `out` only when there is something to write).
   else if (!deltas_finite && count > 0) problem = "non-finite rope delta";
