@@ -1,5 +1,5 @@
 # ctest driver: install this build into a scratch prefix, then configure, build
-# and run tests/consumer against it with find_package(circlerope).
+# and run tests/consumer (a C++ and a C program) against it with find_package(circlerope).
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 require_variables(SOURCE_DIR BINARY_DIR WORK_DIR GENERATOR)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -19,6 +19,7 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -G ${G
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${arguments})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
+run(${WORK_DIR}/build/c_consumer)
 
 # With the PyTorch component: the installed Python package imports and runs from the prefix.
 if(PYTHON)
