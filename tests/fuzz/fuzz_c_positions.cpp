@@ -43,20 +43,29 @@ int64_t pick_int(FuzzedDataProvider& in, std::initializer_list<int64_t> usual) {
   return in.ConsumeIntegral<int64_t>();
 }
 
-// One array argument moved off its alignment (c_api.h: refused): a copy of its bytes `shift`
-// bytes into a buffer of its own, the rest of the buffer a sentinel that shows a write.
+// A shift that misaligns an array of `alignment`-byte elements: 1..alignment - 1, or that
+// plus a whole element.
+size_t misaligning_shift(FuzzedDataProvider& in, size_t alignment) {
+  return in.ConsumeIntegralInRange<size_t>(1, alignment - 1) + (in.ConsumeBool() ? alignment : 0);
+}
+
+// One array argument moved off its alignment (c_api.h: refused): a copy of its bytes a
+// misaligning shift into a buffer of its own, the rest of the buffer a sentinel that shows a
+// write.
 struct Misaligned {
   std::vector<unsigned char> bytes;
-  size_t shift = 0;
-  template <class T>
-  T* place(const T* data, size_t count, size_t offset) {
-    shift = offset;
-    bytes.assign(count * sizeof(T) + 16, kSentinel);
-    if (count > 0) std::memcpy(bytes.data() + shift, data, count * sizeof(T));
-    return reinterpret_cast<T*>(bytes.data() + shift);
+  const void* original = nullptr;
+  size_t size = 0, shift = 0;
+  // Moves `pointer` (when not NULL) to a misaligned copy of `values`.
+  template <class T, class V>
+  void move(FuzzedDataProvider& in, T*& pointer, const std::vector<V>& values) {
+    if (!pointer) return;
+    original = values.data(), size = values.size() * sizeof(V), shift = misaligning_shift(in, alignof(V));
+    bytes.assign(size + 16, kSentinel);
+    if (size > 0) std::memcpy(bytes.data() + shift, values.data(), size);
+    pointer = reinterpret_cast<T*>(bytes.data() + shift);
   }
-  bool unwritten(const void* original, size_t size) const {
-    if (bytes.empty()) return true;
+  bool unwritten() const {
     for (size_t i = 0; i < bytes.size(); ++i) {
       const bool copied = i >= shift && i < shift + size;
       if (bytes[i] != (copied ? static_cast<const unsigned char*>(original)[i - shift] : kSentinel)) return false;
@@ -64,12 +73,6 @@ struct Misaligned {
     return true;
   }
 };
-
-// A shift that misaligns an array of `alignment`-byte elements: 1..alignment - 1, or that
-// plus a whole element.
-size_t misaligning_shift(FuzzedDataProvider& in, size_t alignment) {
-  return in.ConsumeIntegralInRange<size_t>(1, alignment - 1) + (in.ConsumeBool() ? alignment : 0);
-}
 
 // An error buffer of 0, 1, a few or 256 bytes (or none), followed by guard bytes.
 struct ErrorBuffer {
@@ -194,57 +197,20 @@ void fuzz_rope_index(FuzzedDataProvider& in) {
   // Drawn last, so that the inputs saved before this choice existed keep their meaning: one
   // array argument that is not NULL moved off its alignment, an input or an output.
   Misaligned moved;
-  const void* moved_from = nullptr;
-  size_t moved_size = 0;
   switch (in.ConsumeIntegralInRange<int>(0, 15)) {
-    case 9:
-      if (input.input_ids) {
-        moved_from = ids.data(), moved_size = ids.size() * 8;
-        input.input_ids = moved.place(ids.data(), ids.size(), misaligning_shift(in, 8));
-      }
-      break;
-    case 10:
-      if (input.attention_mask) {
-        moved_from = mask.data(), moved_size = mask.size() * 8;
-        input.attention_mask = moved.place(mask.data(), mask.size(), misaligning_shift(in, 8));
-      }
-      break;
-    case 11:
-      if (input.image_grid_thw) {
-        moved_from = images.data(), moved_size = images.size() * 8;
-        input.image_grid_thw = moved.place(images.data(), images.size(), misaligning_shift(in, 8));
-      }
-      break;
-    case 12:
-      if (input.video_grid_thw) {
-        moved_from = videos.data(), moved_size = videos.size() * 8;
-        input.video_grid_thw = moved.place(videos.data(), videos.size(), misaligning_shift(in, 8));
-      }
-      break;
-    case 13:
-      if (input.second_per_grid_ts) {
-        moved_from = seconds.data(), moved_size = seconds.size() * 8;
-        input.second_per_grid_ts = moved.place(seconds.data(), seconds.size(), misaligning_shift(in, 8));
-      }
-      break;
-    case 14:
-      if (position_arg) {
-        moved_from = position_ids.data(), moved_size = position_ids.size() * 4;
-        position_arg = moved.place(position_ids.data(), position_ids.size(), misaligning_shift(in, 4));
-      }
-      break;
-    case 15:
-      if (deltas_arg) {
-        moved_from = deltas.data(), moved_size = deltas.size() * 4;
-        deltas_arg = moved.place(deltas.data(), deltas.size(), misaligning_shift(in, 4));
-      }
-      break;
+    case 9: moved.move(in, input.input_ids, ids); break;
+    case 10: moved.move(in, input.attention_mask, mask); break;
+    case 11: moved.move(in, input.image_grid_thw, images); break;
+    case 12: moved.move(in, input.video_grid_thw, videos); break;
+    case 13: moved.move(in, input.second_per_grid_ts, seconds); break;
+    case 14: moved.move(in, position_arg, position_ids); break;
+    case 15: moved.move(in, deltas_arg, deltas); break;
     default: break;
   }
   const bool misaligned = !moved.bytes.empty();
   const crp_status status = crp_rope_index(input_arg, vision_arg, scheme, circle_null ? nullptr : &circle,
                                            position_arg, deltas_arg, error.data(), error.size);
-  FUZZ_CHECK(moved.unwritten(moved_from, moved_size), "crp_rope_index wrote into a misaligned array");
+  FUZZ_CHECK(moved.unwritten(), "crp_rope_index wrote into a misaligned array");
   error.check(status == CRP_OK, "crp_rope_index");
   FUZZ_CHECK(status == CRP_OK || status == CRP_INVALID_ARGUMENT, "crp_rope_index returned status %d (%s)",
              static_cast<int>(status), error.text());
@@ -347,19 +313,12 @@ void fuzz_decode(FuzzedDataProvider& in) {
   const float* deltas_arg = deltas_null ? nullptr : deltas.data();
   float* out_arg = out_null ? nullptr : out.data();
   Misaligned moved;
-  const void* moved_from = nullptr;
-  size_t moved_size = 0;
   const int move = in.ConsumeIntegralInRange<int>(0, 7);
-  if (move == 6 && deltas_arg) {
-    moved_from = deltas.data(), moved_size = deltas.size() * 4;
-    deltas_arg = moved.place(deltas.data(), deltas.size(), misaligning_shift(in, 4));
-  } else if (move == 7 && out_arg) {
-    moved_from = out.data(), moved_size = out.size() * 4;
-    out_arg = moved.place(out.data(), out.size(), misaligning_shift(in, 4));
-  }
+  if (move == 6) moved.move(in, deltas_arg, deltas);
+  else if (move == 7) moved.move(in, out_arg, out);
   const bool misaligned = !moved.bytes.empty();
   const crp_status status = crp_decode_positions(deltas_arg, batch, first, count, out_arg, error.data(), error.size);
-  FUZZ_CHECK(moved.unwritten(moved_from, moved_size), "crp_decode_positions wrote into a misaligned array");
+  FUZZ_CHECK(moved.unwritten(), "crp_decode_positions wrote into a misaligned array");
   error.check(status == CRP_OK, "crp_decode_positions");
   FUZZ_CHECK(status == CRP_OK || status == CRP_INVALID_ARGUMENT, "crp_decode_positions returned status %d",
              static_cast<int>(status));
@@ -395,7 +354,7 @@ void fuzz_decode(FuzzedDataProvider& in) {
         const float want = static_cast<float>(first + i) + deltas[static_cast<size_t>(b)];
         const float got = out[static_cast<size_t>((axis * batch + b) * count + i)];
         FUZZ_CHECK(got == want || (std::isnan(got) && std::isnan(want)),
-                   "crp_decode_positions: (%d, %lld, %lld) is %.9g, SPEC 1 says %.9g", axis, (long long)b,
+                   "crp_decode_positions: (%d, %lld, %lld) is %.9g, spec §1.6 says %.9g", axis, (long long)b,
                    (long long)i, got, want);
       }
 }
