@@ -35,7 +35,7 @@ typedef enum crp_scheme {
   CRP_SCHEME_CIRCLE = 3
 } crp_scheme;
 
-/* Circle-RoPE's move_to_positive (SPEC 3 step 7). */
+/* Circle-RoPE's move_to_positive (docs/spec.md, §3 step 7). */
 typedef enum crp_positive_shift {
   CRP_POSITIVE_NONE = 0,   /* absent, false or 0 */
   CRP_POSITIVE_AUTO = 1,   /* "auto": shift by |min| */
@@ -69,7 +69,7 @@ typedef struct crp_vision_config {
   int compat;             /* crp_compat: which transformers get_rope_index to reproduce */
 } crp_vision_config;
 
-/* Whose positions to reproduce exactly (positions.h, Compat; docs/hf_compat.md): padded
+/* Whose positions to reproduce exactly (positions.h, Compat; docs/guides/compat.md): padded
  * value, delta convention, frame times, text after a block. Numbered in release order. Under
  * CRP_COMPAT_HF_5_3_TO_5_5_3, CRP_COMPAT_HF_5_5_4, CRP_COMPAT_HF_5_6 and CRP_COMPAT_HF_5_18
  * rope_deltas count only a row's real tokens: decode the k-th new token of row b at (real
@@ -142,7 +142,7 @@ crp_status crp_rope_index(const crp_rope_index_input* input, const crp_vision_co
 crp_status crp_decode_positions(const float* rope_deltas, int64_t batch, int64_t first_cache_position,
                                 int64_t count, float* out, char* error, size_t error_size);
 
-/* ---- AGE plans (SPEC 6): a geometry per layer ----------------------------------------
+/* ---- AGE plans (docs/spec.md, §6): a geometry per layer ------------------------------
  * An engine computes positions (crp_rope_index) and a rotary table once per distinct
  * geometry g = 0 .. geometries - 1, with scheme crp_age_plan_geometry(g), and rotates layer l
  * with the table of geometry crp_age_plan_layer(l). Each geometry keeps its own rope_deltas

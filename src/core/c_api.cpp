@@ -65,10 +65,13 @@ crp_circle_config to_c(const CircleConfig& c) {
 // crp_compat numbers the modes in release order, the order of kAllCompats: a C value is an
 // index into it.
 static_assert(kAllCompats[CRP_COMPAT_NONE] == Compat::none && kAllCompats[CRP_COMPAT_HF_4_49] == Compat::hf_4_49 &&
-                  kAllCompats[CRP_COMPAT_HF_4_52] == Compat::hf_4_52 && kAllCompats[CRP_COMPAT_HF_5_2] == Compat::hf_5_2 &&
+                  kAllCompats[CRP_COMPAT_HF_4_52] == Compat::hf_4_52 &&
+                  kAllCompats[CRP_COMPAT_HF_5_2] == Compat::hf_5_2 &&
                   kAllCompats[CRP_COMPAT_HF_5_3_TO_5_5_3] == Compat::hf_5_3_to_5_5_3 &&
-                  kAllCompats[CRP_COMPAT_HF_5_5_4] == Compat::hf_5_5_4 && kAllCompats[CRP_COMPAT_HF_5_6] == Compat::hf_5_6 &&
-                  kAllCompats[CRP_COMPAT_HF_5_18] == Compat::hf_5_18 && kAllCompats.size() == CRP_COMPAT_HF_5_18 + 1,
+                  kAllCompats[CRP_COMPAT_HF_5_5_4] == Compat::hf_5_5_4 &&
+                  kAllCompats[CRP_COMPAT_HF_5_6] == Compat::hf_5_6 &&
+                  kAllCompats[CRP_COMPAT_HF_5_18] == Compat::hf_5_18 &&
+                  kAllCompats.size() == CRP_COMPAT_HF_5_18 + 1,
               "crp_compat values index circlerope::kAllCompats");
 
 int compat_to_c(Compat compat) {

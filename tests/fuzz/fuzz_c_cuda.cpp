@@ -46,7 +46,8 @@ int launch_table(const TableLaunch&, void*) { fuzz::finding("a table kernel was 
 int launch_rotate(const RotateLaunch&, int, bool, void*) { fuzz::finding("a rotation kernel was launched"); }
 int device_count() { return g_one_device ? 1 : 0; }
 const char* error_text(int code) {
-  return code == kNoDevice ? "cudaErrorNoDevice: no CUDA-capable device is detected" : "cudaErrorUnknown: unknown error";
+  return code == kNoDevice ? "cudaErrorNoDevice: no CUDA-capable device is detected"
+                           : "cudaErrorUnknown: unknown error";
 }
 PointerInfo pointer_info(const void*) { return g_one_device ? PointerInfo{0, -1} : PointerInfo{-kNoDevice, -1}; }
 int current_device() { return g_one_device ? 0 : -kNoDevice; }
@@ -149,7 +150,8 @@ struct Arena {
       at = (end + 63) / 64 * 64;
       if (in.ConsumeIntegralInRange<int>(0, 7) == 0) at += in.ConsumeIntegralInRange<int64_t>(1, 3);
     } else {
-      at = starts[in.ConsumeIntegralInRange<size_t>(0, starts.size() - 1)] + 4 * in.ConsumeIntegralInRange<int64_t>(0, 8);
+      at = starts[in.ConsumeIntegralInRange<size_t>(0, starts.size() - 1)] +
+           4 * in.ConsumeIntegralInRange<int64_t>(0, 8);
     }
     starts.push_back(at);
     end = std::max(end, at + std::max<int64_t>(extent, 0) + 4);
@@ -288,7 +290,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     t.out_null = in.ConsumeIntegralInRange<int>(0, 63) == 0;
   }
-  const bool in_null = in.ConsumeIntegralInRange<int>(0, 63) == 0, out_null = in.ConsumeIntegralInRange<int>(0, 63) == 0;
+  const bool in_null = in.ConsumeIntegralInRange<int>(0, 63) == 0;
+  const bool out_null = in.ConsumeIntegralInRange<int>(0, 63) == 0;
 
   std::vector<unsigned char> bytes(static_cast<size_t>(arena.end) + 64, 0);
   unsigned char* base = bytes.data();

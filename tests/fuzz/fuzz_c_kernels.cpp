@@ -3,13 +3,13 @@
 // and out of place, several targets per call, all placed in one shared arena so that views
 // can overlap the way callers' views do.
 //
-// Oracle, independent of src/cpu and src/reference: SPEC 4 recomputed in float64 here
-// (axes, inv_freq, angle, rotation), then the one rounding to the storage dtype done by hand,
-// so a result is accepted exactly when it is what the fp32 kernel may produce: within 2^-21
-// of |x0| + |x1| of the exact value before that rounding (the table's two float roundings
-// and the fp32 arithmetic stay under 4 * 2^-24). Every byte of the arena that no output
-// element owns must be unchanged, and all of it when a call fails (rotary.h: nothing is
-// written when it throws). Validity is decided from the element sets of the views:
+// Oracle, independent of src/cpu and src/reference: spec §4 (docs/spec.md) recomputed in
+// float64 here (axes, inv_freq, angle, rotation), then the one rounding to the storage dtype
+// done by hand, so a result is accepted exactly when it is what the fp32 kernel may produce:
+// within 2^-21 of |x0| + |x1| of the exact value before that rounding (the table's two float
+// roundings and the fp32 arithmetic stay under 4 * 2^-24). Every byte of the arena that no
+// output element owns must be unchanged, and all of it when a call fails (rotary.h: nothing
+// is written when it throws). Validity is decided from the element sets of the views:
 // overlapping outputs, or an output over another target's input, must be refused.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -69,7 +69,7 @@ double round_storage(double x, int dtype) {
 }
 size_t dtype_bytes(int dtype) { return dtype == CRP_DTYPE_FLOAT32 ? 4 : 2; }
 
-// ---- SPEC 4 -------------------------------------------------------------------------------
+// ---- spec §4 -----------------------------------------------------------------------------
 bool config_valid(const crp_rotary_config& c) {
   if (!(c.theta >= 1 && c.theta <= 0x1p126)) return false;  // rotary.h: [kMinTheta, kMaxTheta]
   if (c.rotary_dim < 2 || c.rotary_dim > 1024 || c.rotary_dim % 2 != 0) return false;
@@ -531,7 +531,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                byte);
   const bool gptj = pairing == CRP_PAIRING_GPTJ;
   const double sign = direction == CRP_BACKWARD ? -1.0 : 1.0;
-  // cos and sin of every (token, frequency), from the same double phase as SPEC 4
+  // cos and sin of every (token, frequency), from the same double phase as spec §4
   std::vector<double> cosv(static_cast<size_t>(tokens * half)), sinv(cosv.size()), phis(cosv.size());
   for (int64_t tok = 0; tok < tokens; ++tok)
     for (int i = 0; i < half; ++i) {
