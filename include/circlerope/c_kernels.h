@@ -1,4 +1,4 @@
-/* circlerope — C API of the rotary kernels (kernels.h), for engines written in C or that
+/* circlerope — C API of the rotary kernels (rotary.h), for engines written in C or that
  * keep a C boundary. Link circlerope::kernels. Same conventions as c_api.h: every function
  * returns a crp_status and writes a one-line message into `error` (when not NULL); nothing
  * throws, aborts or prints.
