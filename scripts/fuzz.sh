@@ -18,9 +18,9 @@ root=$(pwd)
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request layout c_positions c_kernels grammar paths)
+[ ${#targets[@]} -gt 0 ] || targets=(request layout c_positions c_kernels c_cuda grammar paths)
 for t in "${targets[@]}"; do
-  case $t in request|layout|c_positions|c_kernels|grammar|paths) ;; *) echo "unknown target '$t' (expected request, layout, c_positions, c_kernels, grammar or paths)" >&2; exit 2 ;; esac
+  case $t in request|layout|c_positions|c_kernels|c_cuda|grammar|paths) ;; *) echo "unknown target '$t' (expected request, layout, c_positions, c_kernels, c_cuda, grammar or paths)" >&2; exit 2 ;; esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ] || { echo "seconds-per-target must be a positive integer (got '$seconds')" >&2; exit 2; }
 

@@ -65,7 +65,7 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=
   -DCIRCLEROPE_SANITIZE=ON -DCIRCLEROPE_FUZZ=ON -DCIRCLEROPE_BUILD_BENCH=OFF -DCIRCLEROPE_BUILD_TORCH=OFF \
   -DCIRCLEROPE_FUZZ_SECONDS="${CIRCLEROPE_FUZZ_SECONDS:-10}" >/dev/null
 cmake --build build/fuzz -j "$jobs" --target circlerope_fuzz_request circlerope_fuzz_layout \
-  circlerope_fuzz_c_positions circlerope_fuzz_c_kernels circlerope_fuzz_grammar circlerope_fuzz_paths
+  circlerope_fuzz_c_positions circlerope_fuzz_c_kernels circlerope_fuzz_c_cuda circlerope_fuzz_grammar circlerope_fuzz_paths
 ctest --test-dir build/fuzz --output-on-failure -j "$jobs" -L fuzz
 echo "== (clang + fuzz: ${SECONDS} s in all)"
 echo "== all tests passed"
