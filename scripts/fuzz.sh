@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Long fuzzing runs: scripts/fuzz.sh [seconds-per-target] [target...]
-#   targets: request layout c_positions c_kernels grammar paths (default: all, one after the other)
+#   targets: request layout c_positions c_kernels c_cuda grammar paths (default: all, one after the other)
 #
 # Builds the libFuzzer targets (clang + ASan + UBSan, build/fuzz) if needed, runs each target
 # for the given seconds (default 600) from its seed corpus (tests/fuzz/corpus/<target>) and the
