@@ -4,7 +4,8 @@
 // No torch here: arrays arrive as NumPy arrays; configs arrive as the user's raw values, which
 // the core's setters read (circlerope/options.h), and live on as canonical tuples that the
 // operators read back with the same setters. circlerope::Error derives from std::invalid_argument, which pybind11
-// raises as ValueError with the core's message.
+// raises as ValueError with the core's message; the package raises that message as a TypeError
+// where the value's Python type is not one the argument takes (config.py, _checks.py).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -60,7 +61,7 @@ std::string text_arg(py::handle text, const char* function) {
 
 // A Python value as the core's OptionValue: telling the types apart is all the binding does;
 // the core reads and judges every value (circlerope/options.h). Numpy scalars and one-element
-// tensors arrive as Python scalars (__init__.py calls .item()).
+// tensors arrive as Python scalars (_checks.py calls .item()).
 cr::OptionValue option_value(py::handle v) {
   const std::string shown = repr_of(v);
   cr::OptionValue out = cr::OptionValue::null();
@@ -112,8 +113,8 @@ py::object python_value(const cr::OptionValue& v) {
 }
 
 // The declaration of a table of options (circlerope/options.h): (key, default, doc, example
-// text) in order. __init__.py makes the CircleConfig dataclass from kCircleOptions; the tests
-// check VisionConfig and RotaryConfig against the others.
+// text) in order. config.py takes the defaults and docs of CircleConfig, VisionConfig and
+// RotaryConfig from them; the tests check the dataclasses' fields against them.
 template <class Config, std::size_t N>
 py::list options_of(const std::array<cr::Option<Config>, N>& options) {
   py::list out;
@@ -170,14 +171,21 @@ cr::CircleConfig circle_from(const py::tuple& t) {
 // after the others.
 bool in_vision_config(const cr::VisionOption& o) { return o.key != "compat"; }
 
+// How a message names the value of option `key`: names[key] where the caller gives one (a Python
+// field or argument named otherwise than the key), else "<prefix><key>".
+std::string named(const py::dict& names, const std::string& key, const char* prefix) {
+  if (names.contains(key)) return names[py::str(key)].cast<std::string>();
+  return prefix + key;
+}
+
 // A dataclass's fields {key: the user's value}, in its order, each read by the option of that key
-// and named "VisionConfig.<key>" ("RotaryConfig.<key>") in messages; a key that is no option is
-// refused with the list of the keys.
-cr::VisionConfig vision_config(const py::dict& fields) {
+// and named "VisionConfig.<key>" ("RotaryConfig.<key>") in messages, or as `names` says; a key that
+// is no option is refused with the list of the keys.
+cr::VisionConfig vision_config(const py::dict& fields, const py::dict& names = {}) {
   cr::VisionConfig v;
   for (const auto& [key, value] : fields) {
     const std::string k = key.cast<std::string>();
-    cr::set_vision_option(v, k, option_value(value), "VisionConfig." + k);
+    cr::set_vision_option(v, k, option_value(value), named(names, k, "VisionConfig."));
   }
   cr::validate(v);
   return v;
@@ -203,14 +211,14 @@ cr::VisionConfig vision_from(const py::tuple& t) {
 }
 
 // rotary_dim None means 2 * sum(sections), the Python API's default.
-cr::RotaryConfig rotary_config(const py::dict& fields) {
+cr::RotaryConfig rotary_config(const py::dict& fields, const py::dict& names = {}) {
   cr::RotaryConfig r;
   bool dim_given = false;
   for (const auto& [key, value] : fields) {
     const std::string k = key.cast<std::string>();
     if (k == "rotary_dim" && value.is_none()) continue;
     dim_given = dim_given || k == "rotary_dim";
-    cr::set_rotary_option(r, k, option_value(value), "RotaryConfig." + k);
+    cr::set_rotary_option(r, k, option_value(value), named(names, k, "RotaryConfig."));
   }
   if (!dim_given) {
     const std::int64_t sum = std::int64_t{r.sections[0]} + r.sections[1] + r.sections[2];
@@ -310,8 +318,8 @@ py::dict batch_metrics(const Int64Array& input_ids, const std::optional<Int64Arr
   return metrics_dict(cr::coupling_metrics(positions, rot));
 }
 
-// Strings arrive as Python objects (a str parameter would make pybind11 raise TypeError for
-// anything else; every invalid argument is a ValueError).
+// Strings arrive as Python objects (a str parameter would make pybind11 raise its own TypeError,
+// with pybind11's words, for anything else; the package chooses the exception class).
 std::string text_of(py::handle v, const char* name) {
   if (!py::isinstance<py::str>(v)) throw cr::Error(std::string(name) + " must be a string (got " + option_value(v).shown() + ")");
   return utf8(v);
@@ -346,9 +354,43 @@ PYBIND11_MODULE(_core, m) {
   m.def("vision_options", [] { return options_of(cr::kVisionOptions); });
   m.def("rotary_options", [] { return options_of(cr::kRotaryOptions); });
   m.def("circle_config", [](const py::sequence& values) { return circle_args(circle_config(values)); });
-  // A dataclass's fields by key ({"spatial_merge_size": 2, ...}), read by the options of those keys.
-  m.def("vision_config", [](const py::dict& fields) { return vision_args(vision_config(fields)); });
-  m.def("rotary_config", [](const py::dict& fields) { return rotary_args(rotary_config(fields)); });
+  // A dataclass's fields by key ({"spatial_merge_size": 2, ...}), read by the options of those keys;
+  // names: {key: how a message names that value} where it is not "<Class>.<key>".
+  m.def("vision_config", [](const py::dict& fields, const py::dict& names) {
+    return vision_args(vision_config(fields, names));
+  }, py::arg("fields"), py::arg("names") = py::dict());
+  m.def("rotary_config", [](const py::dict& fields, const py::dict& names) {
+    return rotary_args(rotary_config(fields, names));
+  }, py::arg("fields"), py::arg("names") = py::dict());
+  // One vision option's value as the core reads it (its canonical typed value), named `name` in
+  // messages: get_rope_index's and decode_position_ids' compat.
+  m.def("vision_option", [](py::handle key, py::handle value, py::handle name) {
+    const std::string k = text_of(key, "key");
+    cr::VisionConfig v;
+    cr::set_vision_option(v, k, option_value(value), text_of(name, "name"));
+    for (const cr::VisionOption& o : cr::kVisionOptions)
+      if (o.key == k) return python_value(o.get(v));
+    return py::object(py::none());  // unreachable: set_vision_option refused an unknown key
+  });
+  // A front end's own integer and number arguments (a layer index, a cache position, a scale), read
+  // as the options are and named `name` in messages.
+  m.def("integer_option", [](py::handle value, py::handle name) {
+    return cr::integer_option(option_value(value), text_of(name, "name"));
+  });
+  m.def("number_option", [](py::handle value, py::handle name) {
+    return cr::number_option(option_value(value), text_of(name, "name"));
+  });
+  // The rotation's pairing by the kernels' own reading (rotary.h parse_pairing), named `name`.
+  m.def("pairing", [](py::handle value, py::handle name) {
+    const std::string n = text_of(name, "name");
+    if (!py::isinstance<py::str>(value))
+      throw cr::Error(n + " must be \"neox\" or \"gptj\" (got " + option_value(value).shown() + ")");
+    try {
+      return std::string(cr::to_string(cr::parse_pairing(utf8(value))));
+    } catch (const cr::Error& e) {
+      throw cr::Error(n + ": " + e.what());
+    }
+  });
   // The CPU path the process runs and why (circlerope::cpu_path: the kernels' view, the one
   // the operators use); an unusable CIRCLEROPE_ISA is a ValueError naming the value.
   m.def("cpu_path", [] {
