@@ -40,7 +40,7 @@ Python CUDA tests (skip), the benchmark and the HF check on CPU tensors with sma
 build and compute-sanitizer steps are skipped with the reason (the CMake command the build would
 run is still recorded); hf_models runs its test file with CIRCLEROPE_HF_TEST_DEVICE=cuda, which
 skips it for want of a device, and records that reason. ctest runs this mode
-(python/tests/test_gpu_check.py).
+(scripts/tests/test_gpu_check.py).
 """
 import argparse
 import datetime

@@ -4,15 +4,20 @@ The operators' schemas, device kernels and the autograd formula of rotary_apply 
 (torch/ops.cpp, torch/ops_cuda.cpp, torch/autograd.cpp); the fake kernels are registered here,
 as PyTorch's custom-operator API takes them from Python, so that fake tensors, torch.compile,
 torch.export and torch.library.opcheck see each operator's output shapes and dtypes without
-running it. The package imports this module right after it loads the operator library; the
-library names it too (set_python_module), so torch imports it when a fake tensor reaches an
-operator first.
+running it. The operator library names this module as theirs (torch/ops.cpp:
+set_python_module("circlerope._registration")), and torch checks that they are defined here.
+circlerope._ops calls register() once it has loaded the library; torch imports this module when
+a fake tensor reaches an operator before anything imported circlerope, which imports the package
+first, and so _ops.
 
 Output shapes depend only on input shapes: rope_index gives float32 [3, batch, seq_len] and
-[batch, 1], rotary_table float32 [batch, seq_len, rotary_dim], rotary_apply tensors shaped
-and strided like q and k. The value checks stay in C++ and run when the operator runs.
+[batch, 1], rotary_table float32 [batch, seq_len, rotary_dim], rotary_apply tensors shaped and
+strided like q and k. The value checks stay in C++ and run when the operator runs.
 """
+
 import torch
+
+from . import _core
 
 _REGISTERED = False
 
@@ -29,8 +34,8 @@ def _rope_index_fake(input_ids, *arguments, **named_arguments):
 
 def _rotary_table_fake(position_ids, rotary_dim, sections, theta, layout):
     # The settings are constants of the graph: checked here, at trace time, by the core's
-    # grammar, as the kernel checks them when it runs (a compiled caller skips RotaryConfig).
-    from . import _core
+    # grammar, as the kernel checks them when it runs. (The op's argument `layout` is the
+    # frequency layout, RotaryConfig.frequency_layout.)
     _core.rotary_config({"sections": tuple(sections), "theta": theta, "layout": layout, "rotary_dim": rotary_dim})
     torch._check(position_ids.dim() == 3, lambda: "position_ids must have shape [3, batch, seq_len]")
     return position_ids.new_empty((position_ids.shape[1], position_ids.shape[2], rotary_dim),
@@ -47,7 +52,7 @@ def _rotary_apply_inplace_fake(q, k, table, pairing, qk_layout, backward):
 
 
 def register() -> None:
-    """Registers the fake kernels once per process."""
+    """Registers the fake kernels, once per process."""
     global _REGISTERED
     if _REGISTERED:
         return
@@ -57,9 +62,3 @@ def register() -> None:
     library.register_fake("circlerope::rotary_apply")(_rotary_apply_fake)
     library.register_fake("circlerope::rotary_apply_")(_rotary_apply_inplace_fake)
     _REGISTERED = True
-
-
-# Imported by torch through set_python_module (a fake tensor reached an operator before
-# `import circlerope`): load the operators' package, which calls register().
-if not _REGISTERED:
-    import circlerope  # noqa: F401  (its import registers everything)

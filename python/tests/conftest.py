@@ -1,5 +1,6 @@
-"""Shared pieces of the Python tests: the pure-PyTorch Hugging Face rotary formula they
-compare against, and the reference position cases."""
+"""Shared pieces of the Python tests: Hugging Face's cos/sin of positions (from
+circlerope.hf.reference, the one copy of transformers' formulas, which the tests rotate with), the
+reference position cases, and the garbage-argument attack."""
 import json
 import os
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 import circlerope
+from circlerope.hf import reference
 
 # Every core by default; CIRCLEROPE_TEST_THREADS=1 where the suite runs in parallel processes
 # (pytest-xdist workers, transformers releases side by side), which share the cores instead.
@@ -17,60 +19,13 @@ SOURCE_DIR = os.environ.get("CIRCLEROPE_SOURCE_DIR",
 GOLDEN_FILE = os.path.join(SOURCE_DIR, "tests", "data", "reference_positions.json")
 
 
-def frequency_axes(half, sections, layout):
-    """Axis (0 t, 1 h, 2 w) read by each frequency (SPEC 4), written independently of the core."""
-    st, sh, sw = sections
-    axes = []
-    for i in range(half):
-        if layout == "chunked":
-            axes.append(0 if i < st else 1 if i < st + sh else 2)
-        elif layout == "interleaved":
-            axes.append(1 if (i % 3 == 1 and i < 3 * sh) else 2 if (i % 3 == 2 and i < 3 * sw) else 0)
-        else:
-            axes.append(0)
-    return torch.tensor(axes)
-
-
-def hf_cos_sin(position_ids, rotary_dim, sections=(16, 24, 24), theta=1e6, layout="chunked",
+def hf_cos_sin(position_ids, rotary_dim, sections=(16, 24, 24), theta=1e6, frequency_layout="chunked",
                angle_dtype=torch.float64):
-    """Hugging Face's Qwen2.5-VL rotary embedding: cos/sin [B, S, rotary_dim] of
-    cat(freqs, freqs), each frequency reading its section's axis. angle_dtype float32
-    reproduces HF exactly (its inv_freq and angle are float32); float64 gives the exact angle."""
-    exponent = torch.arange(0, rotary_dim, 2, dtype=torch.int64).to(angle_dtype) / rotary_dim
-    inv_freq = 1.0 / (theta ** exponent)
-    freqs = position_ids.to(angle_dtype)[..., None] * inv_freq           # [3, B, S, D/2]
-    axes = frequency_axes(rotary_dim // 2, sections, layout)
-    freqs = freqs.gather(0, axes.view(1, 1, 1, -1).expand(1, *freqs.shape[1:]))[0]
-    emb = torch.cat([freqs, freqs], dim=-1)
-    return emb.cos(), emb.sin()
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
-def hf_apply(q, k, cos, sin, qk_layout="bhsd", pairing="neox"):
-    """q * cos + rotate_half(q) * sin in q's dtype (cos/sin cast to it first, as HF does);
-    the rotary part is the first cos.shape[-1] elements of each head, the rest passes through."""
-    dim = 1 if qk_layout == "bhsd" else 2
-    rot = cos.shape[-1]
-    if pairing == "gptj":  # adjacent pairs: cat(c, c) becomes c0 c0 c1 c1 ...
-        half = rot // 2
-        cos = cos[..., :half].repeat_interleave(2, -1)
-        sin = sin[..., :half].repeat_interleave(2, -1)
-    cos, sin = cos.unsqueeze(dim), sin.unsqueeze(dim)
-
-    def one(x):
-        xr, rest = x[..., :rot], x[..., rot:]
-        if pairing == "neox":
-            turned = rotate_half(xr)
-        else:
-            turned = torch.stack([-xr[..., 1::2], xr[..., 0::2]], dim=-1).flatten(-2)
-        out = xr * cos.to(x.dtype) + turned * sin.to(x.dtype)
-        return torch.cat([out, rest], dim=-1)
-
-    return one(q), one(k)
+    """Hugging Face's cos/sin [B, S, rotary_dim] of positions [3, B, S]: its rotary embedding and
+    section selection (circlerope.hf.reference). angle_dtype float32 reproduces transformers
+    exactly (its inv_freq and angles are float32); float64 gives the exact angles."""
+    return tuple(reference.select_sections(t, sections, frequency_layout)
+                 for t in reference.rotary_embedding(position_ids, rotary_dim, theta, angle_dtype))
 
 
 def golden_cases():
@@ -109,15 +64,26 @@ class BadRepr:
         raise RuntimeError("a __repr__ that fails")
 
 
+def _kind(value):
+    """A value's type, and its items' for a tuple or list ((16, 24, 24) is not ('a', 'b', 'c'))."""
+    if isinstance(value, (tuple, list)):
+        return type(value), tuple(_kind(x) for x in value)
+    return type(value)
+
+
 def attack(calls, garbage):
     """Each argument of each (name, function, args, kwargs) call replaced by each garbage value:
-    the call succeeds or raises a ValueError of one short line of printable ASCII (never
-    TypeError, AttributeError, RuntimeError, NotImplementedError, ...). Returns what did not."""
+    the call succeeds, or raises a ValueError, or a TypeError where the garbage's type (its items'
+    too) is not the valid argument's (a value of the valid argument's own type is wrong by its
+    value: ValueError),
+    of one short line of printable ASCII (never AttributeError, RuntimeError, NotImplementedError,
+    ...). Returns what did not."""
     wrong = []
     for name, function, args, kwargs in calls:
         function(*args, **kwargs)  # the base call is valid
         slots = [("arg", i) for i in range(len(args))] + [("kw", key) for key in kwargs]
         for kind, slot in slots:
+            valid = args[slot] if kind == "arg" else kwargs[slot]
             for value in garbage:
                 a, kw = list(args), dict(kwargs)
                 if kind == "arg":
@@ -127,9 +93,12 @@ def attack(calls, garbage):
                 shown = "BadRepr()" if isinstance(value, BadRepr) else repr(value)[:30]
                 try:
                     function(*a, **kw)
-                except ValueError as e:
+                except (ValueError, TypeError) as e:
                     message = str(e)
-                    if len(message) > 500 or not all(32 <= ord(c) < 127 for c in message):
+                    if isinstance(e, TypeError) and _kind(value) == _kind(valid):
+                        wrong.append(f"{name} {slot}={shown}: a TypeError for a value of the argument's own type "
+                                     f"({type(value).__name__}): {message[:100]}")
+                    elif len(message) > 500 or not all(32 <= ord(c) < 127 for c in message):
                         wrong.append(f"{name} {slot}={shown}: a {len(message)}-character or unclean message")
                 except Exception as e:  # noqa: BLE001 - the point of the test
                     wrong.append(f"{name} {slot}={shown}: {type(e).__name__}: {str(e)[:100]}")

@@ -24,6 +24,7 @@ except ImportError:  # the GPU machine may have no pytest: the runner below take
         raise _Skipped(reason)
 
 import circlerope
+from circlerope.hf import reference
 
 SECTIONS, THETA = (16, 24, 24), 1e6
 
@@ -54,21 +55,14 @@ def ulps(a, b):
     return (ka - kb).abs()
 
 
-def exact_table(pos, sections, layout, theta=THETA, dim=128):
+def exact_table(pos, sections, frequency_layout, theta=THETA, dim=128):
     """The table's entries computed in float64 on the CPU (the angle's error |phi| 2^-52, well
-    inside the bound), with the layout's axis per frequency."""
-    half = dim // 2
-    if layout == "chunked":
-        axes = [0] * sections[0] + [1] * sections[1] + [2] * sections[2]
-    elif layout == "interleaved":
-        axes = [1 if i % 3 == 1 and i < 3 * sections[1] else 2 if i % 3 == 2 and i < 3 * sections[2] else 0
-                for i in range(half)]
-    else:
-        axes = [0] * half
-    inv = torch.tensor([theta ** (-2.0 * i / dim) for i in range(half)], dtype=torch.float64)
-    picked = pos.double()[torch.tensor(axes)].permute(1, 2, 0)  # [B, S, half]: each frequency's axis
-    phi = picked * inv
-    return torch.cat([phi.cos(), phi.sin()], -1), torch.cat([phi, phi], -1)
+    inside the bound), each frequency on its axis (transformers' angles and section selection,
+    circlerope.hf.reference)."""
+    freqs = reference.angles(pos.cpu(), dim, theta, torch.float64)
+    phi = reference.select_sections(torch.cat([freqs, freqs], -1), sections, frequency_layout)  # [B, S, dim]
+    half = phi[..., : dim // 2]
+    return torch.cat([half.cos(), half.sin()], -1), phi
 
 
 def bound(phi):
@@ -78,17 +72,17 @@ def bound(phi):
 
 def test_tables_are_within_the_absolute_bound_of_the_exact_value():
     need_gpu()
-    for layout, sections in (("chunked", SECTIONS), ("interleaved", (24, 20, 20)), ("single", SECTIONS)):
+    for frequency_layout, sections in (("chunked", SECTIONS), ("interleaved", (24, 20, 20)), ("single", SECTIONS)):
         for scale in (5000, 3e7):
             pos = positions(777, batch=2) * (scale / 5000)
-            cpu = circlerope.rotary_table(pos, sections=sections, theta=THETA, layout=layout)
-            gpu = circlerope.rotary_table(pos.cuda(), sections=sections, theta=THETA, layout=layout)
+            cpu = circlerope.rotary_table(pos, sections=sections, theta=THETA, frequency_layout=frequency_layout)
+            gpu = circlerope.rotary_table(pos.cuda(), sections=sections, theta=THETA, frequency_layout=frequency_layout)
             assert gpu.device.type == "cuda" and gpu.dtype == torch.float32 and gpu.shape == cpu.shape
-            exact, phi = exact_table(pos, sections, layout)
+            exact, phi = exact_table(pos, sections, frequency_layout)
             limit = bound(phi)
             for name, table in (("cuda", gpu.cpu()), ("cpu", cpu)):
                 error = (table.double() - exact).abs()
-                assert (error <= limit).all(), (name, layout, scale, (error / limit).max().item())
+                assert (error <= limit).all(), (name, frequency_layout, scale, (error / limit).max().item())
 
 
 def test_a_non_finite_position_gives_nan_entries_and_is_reported_without_a_sync():
@@ -234,7 +228,8 @@ def test_autograd_on_cuda_equals_the_cpu_gradients():
         for device in ("cpu", "cuda"):
             qd = q.detach().to(device).requires_grad_()
             kd = k.detach().to(device).requires_grad_()
-            qo, ko = circlerope.apply_multimodal_rotary(qd, kd, pos.to(device), sections=SECTIONS, theta=THETA)
+            qo, ko = circlerope.apply_rotary(qd, kd, circlerope.rotary_table(pos.to(device), sections=SECTIONS,
+                                                                             theta=THETA))
             torch.autograd.backward([qo, ko], [gq.to(device), gk.to(device)])
             grads.append((qd.grad.cpu(), kd.grad.cpu()))
         for w, g in zip(*grads):
@@ -245,20 +240,15 @@ def test_float64_hugging_face_formula_agrees_on_cuda():
     need_gpu()
     pos = positions(200)
     q, k = qk(torch.float32, 200)
-    # Qwen2.5-VL's formula in float64: cos/sin of cat(freqs, freqs), sections picked per axis
-    inv_freq = 1.0 / THETA ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
-    axes = torch.tensor([0] * 16 + [1] * 24 + [2] * 24)
-    freqs = (pos.double()[..., None] * inv_freq).gather(0, axes.view(1, 1, 1, -1).expand(1, 1, 200, 64))[0]
-    emb = torch.cat([freqs, freqs], -1)[:, None]  # [B, 1, S, D]
-
-    def hf(x):
-        x = x.double()
-        rotated = torch.cat([-x[..., 64:], x[..., :64]], -1)
-        return x * emb.cos() + rotated * emb.sin()
-
-    got = circlerope.apply_multimodal_rotary(q.cuda(), k.cuda(), pos.cuda(), sections=SECTIONS, theta=THETA)
-    for x, g in zip((q, k), got):
-        assert (g.cpu().double() - hf(x)).abs().max().item() < 1e-4
+    # Qwen2.5-VL's formula in float64 (circlerope.hf.reference): cos/sin of cat(freqs, freqs),
+    # sections picked per axis
+    cos, sin = (reference.select_sections(t, SECTIONS)
+                for t in reference.rotary_embedding(pos, 128, THETA, torch.float64))
+    want = reference.apply_rotary_pos_emb(q.double(), k.double(), cos, sin)
+    got = circlerope.apply_rotary(q.cuda(), k.cuda(), circlerope.rotary_table(pos.cuda(), sections=SECTIONS,
+                                                                              theta=THETA))
+    for w, g in zip(want, got):
+        assert (g.cpu().double() - w).abs().max().item() < 1e-4
 
 
 def test_mixed_devices_and_float64_are_refused_clearly():
@@ -303,7 +293,8 @@ def test_empty_and_single_token_batches():
         qo, ko = circlerope.apply_rotary(q.cuda(), k.cuda(), table)
         assert qo.shape == q.shape and ko.shape == k.shape
         if seq:
-            assert close(qo.cpu(), circlerope.apply_rotary(q, k, circlerope.rotary_table(pos, sections=SECTIONS, theta=THETA))[0], torch.bfloat16)
+            want = circlerope.apply_rotary(q, k, circlerope.rotary_table(pos, sections=SECTIONS, theta=THETA))[0]
+            assert close(qo.cpu(), want, torch.bfloat16)
 
 
 def _run_without_pytest():

@@ -1,6 +1,6 @@
 """The operators as PyTorch 2.x custom operators: schemas, fake (meta) kernels and the autograd
 registration checked by torch.library.opcheck on every operator; torch.compile(fullgraph=True)
-of modules built on apply_rotary and RotaryEmbedding, with static and dynamic sequence
+of modules built on rotary_table, apply_rotary and RotaryEmbedding, with static and dynamic sequence
 lengths, against eager; shapes through FakeTensorMode; the in-place rotation."""
 import os
 
@@ -9,7 +9,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import circlerope
-from conftest import hf_apply, hf_cos_sin
+from circlerope.hf import reference
+from conftest import hf_cos_sin
 
 START, IMAGE, END = 151652, 151655, 151653
 OPS = torch.ops.circlerope
@@ -132,7 +133,7 @@ class Attention(torch.nn.Module):
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
         k = self.k(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=self.sections, theta=1e4)
+        q, k = circlerope.apply_rotary(q, k, circlerope.rotary_table(position_ids, sections=self.sections, theta=1e4))
         return (q.unsqueeze(2) * k.unsqueeze(1)).sum()
 
 
@@ -227,7 +228,7 @@ def test_compile_specialises_on_the_rotary_settings():
     torch._dynamo.reset()
 
     def f(q, k, pos, theta):
-        return circlerope.apply_multimodal_rotary(q, k, pos, sections=(4, 6, 6), theta=theta)[0]
+        return circlerope.apply_rotary(q, k, circlerope.rotary_table(pos, sections=(4, 6, 6), theta=theta))[0]
 
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     pos = positions()
@@ -279,7 +280,7 @@ def test_inplace_refuses_what_it_cannot_do():
         circlerope.apply_rotary(q, q, table, inplace=True)
     with pytest.raises(ValueError, match="share memory"):
         circlerope.apply_rotary(q[:, :1].expand(2, 4, 19, 64), k, table, inplace=True)
-    with pytest.raises(ValueError, match="inplace must be"):
+    with pytest.raises(TypeError, match="inplace must be"):
         circlerope.apply_rotary(q, k, table, inplace="yes")
 
 
@@ -289,7 +290,7 @@ def test_inplace_equals_the_hugging_face_formula():
     table = circlerope.rotary_table(pos, sections=(8, 12, 12), theta=1e6)
     q, k = qk(pos.shape[2], torch.float64, generator=g)
     cos, sin = hf_cos_sin(pos, 64, (8, 12, 12), 1e6)
-    want_q, want_k = hf_apply(q, k, cos, sin)
+    want_q, want_k = reference.apply_rotary_pos_emb(q, k, cos, sin)
     circlerope.apply_rotary(q, k, table, inplace=True)
     torch.testing.assert_close(q, want_q, rtol=0, atol=1e-6)
     torch.testing.assert_close(k, want_k, rtol=0, atol=1e-6)

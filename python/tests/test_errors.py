@@ -1,5 +1,7 @@
-"""Bad inputs raise ValueError (or RuntimeError) with a message naming the value; nothing
-crashes the interpreter. Each case runs in this process, so a crash would fail the suite."""
+"""Bad inputs raise ValueError (a value the argument cannot take) or TypeError (an argument of a
+type it does not take), with a message naming the value; nothing crashes the interpreter. Each
+case runs in this process, so a crash would fail the suite."""
+import dataclasses
 import math
 
 import pytest
@@ -36,8 +38,6 @@ CASES = {
     "mask values": (lambda: circlerope.get_rope_index(IDS, GRID, attention_mask=torch.full_like(IDS, 2)), "mask"),
     "float mask": (lambda: circlerope.get_rope_index(IDS, GRID, attention_mask=torch.ones(IDS.shape)), "attention_mask must hold integers"),
     "scheme": (lambda: circlerope.get_rope_index(IDS, GRID, scheme="circular"), "circular"),
-    "circle as dict": (lambda: circlerope.get_rope_index(IDS, GRID, circle={"radius": 10}), "must be a circlerope.CircleConfig"),
-    "vision as dict": (lambda: circlerope.get_rope_index(IDS, GRID, vision={}), "must be a circlerope.VisionConfig"),
     "seconds too short": (lambda: circlerope.get_rope_index(
         torch.tensor([[START] + [151656] * 4]), video_grid_thw=[[2, 2, 4]], second_per_grid_ts=[]), "second_per_grid_ts has 0 entries but video_grid_thw has 1"),
     "seconds too long": (lambda: circlerope.get_rope_index(
@@ -58,9 +58,10 @@ CASES = {
     "time": (lambda: circlerope.VisionConfig(time="frames"), "VisionConfig.time: unknown time mode 'frames'"),
     "sections sum": (lambda: circlerope.RotaryConfig(sections=(16, 24, 23), rotary_dim=128), "sections [16, 24, 23]"),
     "theta": (lambda: circlerope.RotaryConfig(theta=0), "RotaryConfig.theta must be a finite number > 0 (got 0)"),
-    "pairing config": (lambda: circlerope.RotaryConfig(pairing="llama"), "RotaryConfig.pairing must be 'neox' or 'gptj' (got 'llama')"),
-    "layout config": (lambda: circlerope.RotaryConfig(layout="spiral"), "spiral"),
-    "odd rotary dim": (lambda: circlerope.RotaryConfig(layout="single", rotary_dim=7), "RotaryConfig.rotary_dim must be an even integer in [2, 1024] (got 7)"),
+    "pairing config": (lambda: circlerope.RotaryConfig(pairing="llama"), "RotaryConfig.pairing: unknown pairing 'llama' (expected neox or gptj)"),
+    "layout config": (lambda: circlerope.RotaryConfig(frequency_layout="spiral"),
+                      "RotaryConfig.frequency_layout: unknown frequency layout 'spiral'"),
+    "odd rotary dim": (lambda: circlerope.RotaryConfig(frequency_layout="single", rotary_dim=7), "RotaryConfig.rotary_dim must be an even integer in [2, 1024] (got 7)"),
     "plan": (lambda: circlerope.AgePlan("zigzag", 4), "zigzag"),
     "plan layers": (lambda: circlerope.AgePlan("all", 0), "layers"),
     "plan layer index": (lambda: circlerope.AgePlan("all", 2).layer_scheme(2), "layer 2 is outside"),
@@ -84,43 +85,69 @@ CASES = {
     "layout swap": (lambda: circlerope.apply_rotary(*qk(layout="bshd"), TABLE), "(bhsd): batch 1 and seq_len 4"),
     "pairing": (lambda: circlerope.apply_rotary(*qk(), TABLE, pairing="llama"), "llama"),
     "qk_layout": (lambda: circlerope.apply_rotary(*qk(), TABLE, qk_layout="sbhd"), "qk_layout 'sbhd'"),
-    "q not a tensor": (lambda: circlerope.apply_rotary([1.0], qk()[1], TABLE), "q must be a torch.Tensor"),
     "meta device": (lambda: circlerope.apply_rotary(*(t.to("meta") for t in qk()), TABLE), "q is on meta"),
-    "multimodal sections": (lambda: circlerope.apply_multimodal_rotary(*qk(), POSITIONS, sections=(16, 24)), "sections"),
-    "alpha None": (lambda: circlerope.CircleConfig(alpha=None), "CircleConfig.alpha must be a number in [0, 1] (got None)"),
-    "alpha text": (lambda: circlerope.CircleConfig(alpha="0.3"), "CircleConfig.alpha must be a number in [0, 1] (got '0.3')"),
-    "move_to_origin text": (lambda: circlerope.CircleConfig(move_to_origin="False"), "CircleConfig.move_to_origin must be true or false (got 'False')"),
-    "merge size float": (lambda: circlerope.VisionConfig(spatial_merge_size=2.7), "VisionConfig.spatial_merge_size must be an integer >= 1 (got 2.7)"),
-    "merge size bool": (lambda: circlerope.VisionConfig(spatial_merge_size=True), "VisionConfig.spatial_merge_size must be an integer >= 1 (got True)"),
+    "table sections": (lambda: circlerope.rotary_table(POSITIONS, sections=(16, 24)), "sections"),
     "token id too large": (lambda: circlerope.VisionConfig(image_token_id=2 ** 70), "VisionConfig.image_token_id must be an integer in [-2^63, 2^63) (got '1180591620717411303424')"),
-    "rotary dim float": (lambda: circlerope.RotaryConfig(rotary_dim=128.9), "RotaryConfig.rotary_dim must be an even integer in [2, 1024] (got 128.9)"),
-    "section float": (lambda: circlerope.RotaryConfig(sections=(16.9, 24, 24)), "RotaryConfig.sections must be three integers t,h,w (got (16.9, 24, 24))"),
-    "sections scalar": (lambda: circlerope.RotaryConfig(sections=64), "RotaryConfig.sections must be three integers t,h,w (got 64)"),
-    "theta bool": (lambda: circlerope.RotaryConfig(theta=True), "RotaryConfig.theta must be a finite number > 0 (got True)"),
     "plan layers huge": (lambda: circlerope.AgePlan("all", 2 ** 31), "AGE plan needs 1..100000 layers (got 2147483648)"),
-    "plan layer bool": (lambda: circlerope.AgePlan("CM", 4).geometry(True), "layer must be an integer, got True"),
     "table on meta": (lambda: circlerope.apply_rotary(*qk(), TABLE.to("meta")), "table is on meta"),
-    "ptd layout type": (lambda: circlerope.ptd(layout=5), "ptd: layout must be a string, got 5"),
     "ptd seconds 2-D": (lambda: circlerope.ptd(IDS, GRID, second_per_grid_ts=[[0.5]]), "second_per_grid_ts must be 1-D"),
-    "decode position float": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), 7.9), "cache_position must be an integer (got 7.9)"),
-    "decode position vector": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), torch.arange(3)), "cache_position must be an integer (got tensor([0, 1, 2]))"),
     # metrics and decoding
-    "ptd both": (lambda: circlerope.ptd(IDS, GRID, layout="text:3"), "either input_ids or layout"),
-    "ptd none": (lambda: circlerope.ptd(), "input_ids or layout is required"),
     "ptd layout": (lambda: circlerope.ptd(layout="text:3,picture:2x2"), "picture"),
     "ptd float ids": (lambda: circlerope.ptd(IDS.float(), GRID), "input_ids must hold integers"),
     "decode negative": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), -1), "first_cache_position"),
     "decode shape": (lambda: circlerope.decode_position_ids(torch.zeros(2, 2), 0), "rope_deltas must have shape"),
 }
 
+# Arguments of a type the parameter does not take: TypeError, with the same words.
+TYPE_CASES = {
+    "circle as dict": (lambda: circlerope.get_rope_index(IDS, GRID, circle={"radius": 10}), "must be a circlerope.CircleConfig"),
+    "vision as dict": (lambda: circlerope.get_rope_index(IDS, GRID, vision={}), "must be a circlerope.VisionConfig"),
+    "q not a tensor": (lambda: circlerope.apply_rotary([1.0], qk()[1], TABLE), "q must be a torch.Tensor (got 'list')"),
+    "alpha None": (lambda: circlerope.CircleConfig(alpha=None), "CircleConfig.alpha must be a number in [0, 1] (got None)"),
+    "alpha text": (lambda: circlerope.CircleConfig(alpha="0.3"), "CircleConfig.alpha must be a number in [0, 1] (got '0.3')"),
+    "move_to_origin text": (lambda: circlerope.CircleConfig(move_to_origin="False"), "CircleConfig.move_to_origin must be true or false (got 'False')"),
+    "merge size float": (lambda: circlerope.VisionConfig(spatial_merge_size=2.7), "VisionConfig.spatial_merge_size must be an integer >= 1 (got 2.7)"),
+    "merge size bool": (lambda: circlerope.VisionConfig(spatial_merge_size=True), "VisionConfig.spatial_merge_size must be an integer >= 1 (got True)"),
+    "rotary dim float": (lambda: circlerope.RotaryConfig(rotary_dim=128.9), "RotaryConfig.rotary_dim must be an even integer in [2, 1024] (got 128.9)"),
+    "section float": (lambda: circlerope.RotaryConfig(sections=(16.9, 24, 24)), "RotaryConfig.sections must be three integers t,h,w (got (16.9, 24, 24))"),
+    "sections scalar": (lambda: circlerope.RotaryConfig(sections=64), "RotaryConfig.sections must be three integers t,h,w (got 64)"),
+    "theta bool": (lambda: circlerope.RotaryConfig(theta=True), "RotaryConfig.theta must be a finite number > 0 (got True)"),
+    "plan layer bool": (lambda: circlerope.AgePlan("CM", 4).geometry(True), "layer must be an integer (got True)"),
+    "ptd layout type": (lambda: circlerope.ptd(layout=5), "ptd: layout must be a string (got 5)"),
+    "decode position float": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), 7.9), "cache_position must be an integer (got 7.9)"),
+    "decode position vector": (lambda: circlerope.decode_position_ids(torch.zeros(1, 1), torch.arange(3)), "cache_position must be an integer (got tensor([0, 1, 2]))"),
+    "ptd both": (lambda: circlerope.ptd(IDS, GRID, layout="text:3"), "either input_ids or layout"),
+    "ptd none": (lambda: circlerope.ptd(), "input_ids or layout is required"),
+    "table config and a setting": (lambda: circlerope.rotary_table(POSITIONS, circlerope.RotaryConfig(), theta=1e4),
+                                   "rotary_table takes a RotaryConfig or its settings as keywords, not both (got "
+                                   "rotary and theta)"),
+    "pairing type": (lambda: circlerope.RotaryConfig(pairing=1), "RotaryConfig.pairing must be \"neox\" or \"gptj\" (got 1)"),
+    "plan without layers": (lambda: circlerope.AgePlan("alternate"), "missing 1 required positional argument: 'layers'"),
+    "embedding of a spec": (lambda: circlerope.RotaryEmbedding("alternate"), "plan must be a circlerope.AgePlan"),
+}
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_input_raises_with_the_offending_value(name):
-    call, message = CASES[name]
-    with pytest.raises(ValueError) as info:
+
+@pytest.mark.parametrize("name, error", [(name, ValueError) for name in sorted(CASES)] +
+                         [(name, TypeError) for name in sorted(TYPE_CASES)])
+def test_bad_input_raises_with_the_offending_value(name, error):
+    call, message = (CASES if error is ValueError else TYPE_CASES)[name]
+    with pytest.raises(error) as info:
         call()
+    assert type(info.value) is error, type(info.value)  # not a subclass: one or the other
     assert message in str(info.value), str(info.value)
     assert "\n" not in str(info.value).strip(), "one-line messages, no C++ backtrace"
+
+
+@pytest.mark.parametrize("config", [circlerope.CircleConfig, circlerope.VisionConfig, circlerope.RotaryConfig])
+def test_every_field_refuses_a_wrong_type_with_type_error_and_the_cores_words(config):
+    # A list, a dict and an object are no field's type; the message names the field as the
+    # core does ("CircleConfig.alpha must be ...").
+    for field in dataclasses.fields(config):
+        for value in ([[1.0]], {"a": 1}, object()):
+            with pytest.raises(TypeError) as info:
+                config(**{field.name: value})
+            assert f"{config.__name__}.{field.name}" in str(info.value), str(info.value)
+            assert "\n" not in str(info.value)
 
 
 def test_numpy_and_tensor_scalars_are_numbers():

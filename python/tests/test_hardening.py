@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import circlerope
+import circlerope.hf
 from conftest import BadRepr, attack
 
 START, IMAGE, VIDEO, END = 151652, 151655, 151656, 151653
@@ -94,7 +95,7 @@ def test_python_and_the_json_request_accept_and_refuse_the_same_circle_values(op
     kwargs = {"move_to_origin": False, **options}
     try:
         pos, _ = circlerope.get_rope_index(IDS, GRID, circle=circlerope.CircleConfig(**kwargs))
-    except ValueError as e:
+    except (ValueError, TypeError) as e:  # a value the core refuses; of a type no field takes
         assert cli.returncode == 2, f"Python refused ({e}) but the CLI accepted"
         key = cli.stderr.split("request.circle.")[1].split(" ")[0]
         assert f"CircleConfig.{key}" in str(e), (cli.stderr, str(e))
@@ -115,18 +116,19 @@ def test_decode_positions_refuse_non_finite_deltas(delta):
 # ---------------------------------------------------------------- item 10 ---
 
 def test_age_plans_need_their_layer_count():
-    # AgePlan(spec) and RotaryEmbedding("all") built a one-layer plan silently.
-    with pytest.raises(ValueError, match=r"AgePlan\('alternate'\) needs the layer count"):
+    # AgePlan(spec) and RotaryEmbedding("all") built a one-layer plan silently; then they raised
+    # for an argument their signatures called optional. The layer count and the plan are required.
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'layers'"):
         circlerope.AgePlan("alternate")
-    for make in (lambda: circlerope.RotaryEmbedding("all"), lambda: circlerope.RotaryEmbedding(plan="alternate")):
-        with pytest.raises(ValueError, match="needs the layer count"):
-            make()
-    with pytest.raises(ValueError, match="RotaryEmbedding needs a plan"):
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'plan'"):
         circlerope.RotaryEmbedding()
-    with pytest.raises(ValueError, match="differs from the 3 layers"):
-        circlerope.RotaryEmbedding(circlerope.AgePlan("all", 3), 4)
-    assert len(circlerope.RotaryEmbedding("alternate", 6).plan) == 6
-    assert circlerope.RotaryEmbedding(circlerope.AgePlan("CM", 4), 4).plan.pattern == "CMCM"
+    for spec in ("all", "alternate"):  # a plan is an AgePlan, built for its layer count
+        with pytest.raises(TypeError, match=rf"plan must be a circlerope.AgePlan.*\(got '{spec}'\)"):
+            circlerope.RotaryEmbedding(spec)
+    with pytest.raises(TypeError, match="positional argument"):
+        circlerope.RotaryEmbedding(circlerope.AgePlan("all", 3), 4)  # the plan holds the count
+    assert len(circlerope.RotaryEmbedding(circlerope.AgePlan("alternate", 6)).plan) == 6
+    assert circlerope.RotaryEmbedding(plan=circlerope.AgePlan("CM", 4)).plan.pattern == "CMCM"
 
 
 # ---------------------------------------------------------------- item 11 ---
@@ -136,7 +138,8 @@ def test_decode_counts_beyond_the_token_limit_are_refused_by_size():
     # for 24 GiB; angles.decode(10, 10**9) likewise.
     with pytest.raises(ValueError, match="decode positions: count 2147483647 is more than 16777216 tokens"):
         circlerope.decode_position_ids(torch.zeros(1), 0, 2 ** 31 - 1)
-    angles = circlerope.RotaryEmbedding("CM", 2, rotary=circlerope.RotaryConfig(sections=(2, 3, 3)))(IDS, GRID)
+    angles = circlerope.RotaryEmbedding(circlerope.AgePlan("CM", 2), rotary=circlerope.RotaryConfig(sections=(2, 3, 3)))(
+        IDS, GRID)
     with pytest.raises(ValueError, match="count 1000000000 is more than 16777216 tokens"):
         angles.decode(10, 10 ** 9)
     assert angles.decode(10, 2).table(1).shape == (1, 2, 16)
@@ -157,21 +160,19 @@ def test_meta_tensors_raise_value_error():
                  lambda: circlerope.rotary_table(_meta(positions)),
                  lambda: circlerope.decode_position_ids(_meta(torch.zeros(1, 1)), 3),
                  lambda: circlerope.ptd(_meta(IDS), GRID),
-                 lambda: circlerope.apply_multimodal_rotary(torch.randn(1, 2, 8, 128), torch.randn(1, 2, 8, 128),
-                                                            _meta(positions))):
+                 lambda: circlerope.rotary_table(_meta(positions), sections=(16, 24, 24))):
         with pytest.raises(ValueError, match="meta"):
             call()
 
 
-def test_missing_inputs_raise_value_error():
-    # get_rope_index(None) raised AttributeError, sections=None TypeError.
-    with pytest.raises(ValueError, match="input_ids is required"):
+def test_missing_inputs_raise_type_error_naming_them():
+    # get_rope_index(None) raised AttributeError; a None for a required tensor is a TypeError
+    # naming the argument, as a missing one is.
+    with pytest.raises(TypeError, match="input_ids is required"):
         circlerope.get_rope_index(None)
-    positions = circlerope.get_rope_index(IDS, GRID)[0]
-    q, k = torch.randn(1, 2, 8, 128), torch.randn(1, 2, 8, 128)
-    with pytest.raises(ValueError, match="sections must be three integers"):
-        circlerope.apply_multimodal_rotary(q, k, positions, sections=None)
-    with pytest.raises(ValueError, match="position_ids is required"):
+    with pytest.raises(TypeError, match="RotaryConfig.sections must be three integers"):
+        circlerope.RotaryConfig(sections=None)
+    with pytest.raises(TypeError, match="position_ids is required"):
         circlerope.rotary_table(None)
 
 
@@ -187,7 +188,7 @@ def _calls():
     positions, deltas = circlerope.get_rope_index(IDS, GRID)
     table = circlerope.rotary_table(positions)
     q, k = torch.randn(1, 2, IDS.shape[1], 128), torch.randn(1, 1, IDS.shape[1], 128)
-    rope = circlerope.RotaryEmbedding("CM", 2)
+    rope = circlerope.RotaryEmbedding(circlerope.AgePlan("CM", 2))
     angles = rope(IDS, GRID)
     return [
         ("get_rope_index", circlerope.get_rope_index, [IDS, GRID, None, None, None],
@@ -195,38 +196,35 @@ def _calls():
         ("decode_position_ids", circlerope.decode_position_ids, [deltas, 9, 2], {}),
         ("layout_positions", circlerope.layout_positions, ["text:2,image:2x2"], {"scheme": "mrope"}),
         ("rotary_table", circlerope.rotary_table, [positions],
-         {"sections": (16, 24, 24), "theta": 1e6, "layout": "chunked", "rotary_dim": 128}),
+         {"sections": (16, 24, 24), "theta": 1e6, "frequency_layout": "chunked", "rotary_dim": 128}),
+        ("rotary_table config", circlerope.rotary_table, [positions, circlerope.RotaryConfig()], {}),
         ("apply_rotary", circlerope.apply_rotary, [q, k, table], {"pairing": "neox", "qk_layout": "bhsd"}),
-        ("apply_multimodal_rotary", circlerope.apply_multimodal_rotary, [q, k, positions],
-         {"sections": (16, 24, 24), "theta": 1e6, "layout": "chunked", "pairing": "neox", "qk_layout": "bhsd",
-          "rotary_dim": 128}),
-        ("cos_sin", circlerope.cos_sin, [table, "neox"], {}),
         ("CircleConfig", circlerope.CircleConfig, [],
          {"radius": 10, "alpha": 0.5, "move_to_origin": True, "dff_rate": 0.0, "move_to_positive": None}),
         ("VisionConfig", circlerope.VisionConfig, [],
          {"spatial_merge_size": 2, "tokens_per_second": 2.0, "vision_start_token_id": START,
           "image_token_id": IMAGE, "video_token_id": VIDEO, "time": "seconds"}),
         ("RotaryConfig", circlerope.RotaryConfig, [],
-         {"sections": (16, 24, 24), "theta": 1e6, "layout": "chunked", "rotary_dim": 128, "pairing": "neox"}),
+         {"sections": (16, 24, 24), "theta": 1e6, "frequency_layout": "chunked", "rotary_dim": 128, "pairing": "neox"}),
         ("AgePlan", circlerope.AgePlan, ["alternate", 4], {}),
-        ("RotaryEmbedding", circlerope.RotaryEmbedding, ["alternate", 4],
+        ("RotaryEmbedding", circlerope.RotaryEmbedding, [circlerope.AgePlan("alternate", 4)],
          {"rotary": None, "circle": None, "vision": None}),
         ("RotaryEmbedding.forward", rope, [IDS, GRID, None, None, None], {}),
         ("RotaryAngles.apply", angles.apply, [1, q, k], {"qk_layout": "bhsd"}),
         ("RotaryAngles.decode", angles.decode, [9, 2], {}),
         ("RotaryAngles.table", angles.table, [0], {}),
-        ("RotaryAngles.cos_sin", angles.cos_sin, [1], {}),
         ("ptd", circlerope.ptd, [IDS, GRID, None, None, None],
          {"layout": None, "scheme": "circle", "circle": None, "vision": None, "rotary": None}),
         ("ptd layout", circlerope.ptd, [], {"layout": "text:3,image:2x2", "scheme": "vanilla"}),
     ]
 
 
-def test_every_invalid_argument_raises_value_error():
+def test_every_invalid_argument_raises_value_or_type_error():
     """Each argument of each entry point replaced by each garbage value: the call succeeds or
-    raises ValueError (never TypeError, AttributeError, RuntimeError, NotImplementedError...),
-    of one short clean line (the garbage includes sparse tensors, control bytes, surrogates, a
-    failing __repr__ and 2^40-token views)."""
+    raises ValueError, or TypeError for garbage of another type than the argument's (never
+    AttributeError, RuntimeError, NotImplementedError...), of one short clean line (the garbage
+    includes sparse tensors, control bytes, surrogates, a failing __repr__ and 2^40-token
+    views)."""
     wrong = attack(_calls(), GARBAGE)
     assert not wrong, "\n".join(wrong[:60]) + f"\n({len(wrong)} in all)"
 
@@ -277,10 +275,9 @@ def _past_the_limit():
             (f"rotary_table {tag}", lambda p=big_pos: circlerope.rotary_table(p, sections=(2, 1, 1))),
             (f"rotary_table 2-D {tag}", lambda p=big_pos[0]: circlerope.rotary_table(p, sections=(2, 1, 1))),
             (f"apply_rotary table {tag}", lambda t=big_table, x=big_q: circlerope.apply_rotary(x, x, t)),
-            (f"apply_multimodal_rotary {tag}",
-             lambda p=big_pos, x=big_q: circlerope.apply_multimodal_rotary(x, x, p, sections=(2, 1, 1))),
-            (f"cos_sin {tag}", lambda t=big_table: circlerope.cos_sin(t)),
-            (f"RotaryEmbedding {tag}", lambda i=big_ids: circlerope.RotaryEmbedding("CM", 2)(i)),
+            (f"RotaryEmbedding {tag}", lambda i=big_ids: circlerope.RotaryEmbedding(circlerope.AgePlan("CM", 2))(i)),
+            (f"hf.rotary_cos_sin {tag}",
+             lambda p=big_pos: circlerope.hf.rotary_cos_sin(p, head_dim=8, rope_theta=1e4)),
         ]
     grids = torch.zeros(1, 3, dtype=torch.int64)
     for rows in (MAX_TOKENS + 1, HUGE):
@@ -334,7 +331,7 @@ def test_sizes_at_the_limit_pass_the_shape_check():
     with pytest.raises(ValueError, match="must have 2 dimension"):
         circlerope.get_rope_index(torch.zeros(1, dtype=torch.int64).expand(MAX_TOKENS))
     ids = torch.zeros(1, 1, dtype=torch.int64).expand(1, MAX_TOKENS)
-    circlerope._check_tokens("input_ids", *ids.shape)
+    circlerope._checks.check_tokens("input_ids", *ids.shape)
     assert circlerope.decode_position_ids(torch.zeros(1).expand(MAX_TOKENS), 0).shape == (3, MAX_TOKENS, 1)
 
 
@@ -367,9 +364,8 @@ def _tensor_slots():
         (circlerope.apply_rotary, [q, q, table], {}, 0, "q"),
         (circlerope.apply_rotary, [q, q, table], {}, 1, "k"),
         (circlerope.apply_rotary, [q, q, table], {}, 2, "table"),
-        (circlerope.apply_multimodal_rotary, [q, q, positions], {"sections": (2, 1, 1)}, 2, "position_ids"),
-        (circlerope.cos_sin, [table], {}, 0, "table"),
         (circlerope.decode_position_ids, [torch.zeros(1, 1), 3], {}, 0, "rope_deltas"),
+        (circlerope.hf.rotary_cos_sin, [positions], {"head_dim": 8, "rope_theta": 1e4}, 0, "position_ids"),
         (circlerope.ptd, [IDS, GRID, None, None, mask], {}, 0, "input_ids"),
         (circlerope.ptd, [IDS, GRID, None, None, mask], {}, 4, "attention_mask"),
     ]
@@ -426,7 +422,7 @@ def test_long_and_multi_line_names_give_one_short_line():
         lambda v: circlerope.layout_positions(v),
         lambda v: circlerope.layout_positions("text:2," + v),
         lambda v: circlerope.ptd(layout=v),
-        lambda v: circlerope.RotaryConfig(layout=v),
+        lambda v: circlerope.RotaryConfig(frequency_layout=v),
         lambda v: circlerope.RotaryConfig(pairing=v),
         lambda v: circlerope.CircleConfig(radius=v),
         lambda v: circlerope.VisionConfig(time=v),
@@ -435,7 +431,6 @@ def test_long_and_multi_line_names_give_one_short_line():
                                           qk_layout=v),
         lambda v: circlerope.apply_rotary(torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 8), torch.zeros(1, 8, 8),
                                           pairing=v),
-        lambda v: circlerope.cos_sin(torch.zeros(1, 8, 8), v),
     ]
     for i, call in enumerate(calls):
         for value in (long, "a\nb", "a\x1b[31m\x07b\r", "\ud800"):
@@ -458,9 +453,9 @@ def test_core_quoting_rule_reaches_python_unchanged():
         assert _clean(circlerope._core.one_line(text), "")
         assert len(circlerope._core.one_line(text * 30)) <= 1000
         assert circlerope._core.quoted(text.encode("utf-8", "surrogatepass")) == quoted
-    assert circlerope._shown("a'b") == "'a\\x27b'"
-    assert circlerope._shown(torch.zeros(3, 3)).startswith("tensor([[0., 0., 0.],\\x0a")
-    assert circlerope._shown(BadRepr()) == "<BadRepr>"
+    assert circlerope._checks.shown("a'b") == "'a\\x27b'"
+    assert circlerope._checks.shown(torch.zeros(3, 3)).startswith("tensor([[0., 0., 0.],\\x0a")
+    assert circlerope._checks.shown(BadRepr()) == "<BadRepr>"
     with pytest.raises(ValueError, match="quoted: expected str or bytes"):
         circlerope._core.quoted(3)
 
@@ -475,17 +470,16 @@ def test_random_text_through_every_text_argument_gives_one_clean_line():
         "layout": lambda v: circlerope.layout_positions(v),
         "ptd layout": lambda v: circlerope.ptd(layout=v),
         "ptd scheme": lambda v: circlerope.ptd(layout="text:2", scheme=v),
-        "RotaryConfig.layout": lambda v: circlerope.RotaryConfig(layout=v),
+        "RotaryConfig.frequency_layout": lambda v: circlerope.RotaryConfig(frequency_layout=v),
         "RotaryConfig.pairing": lambda v: circlerope.RotaryConfig(pairing=v),
-        "rotary_table layout": lambda v: circlerope.rotary_table(torch.zeros(3, 1, 2), layout=v),
+        "rotary_table frequency_layout": lambda v: circlerope.rotary_table(torch.zeros(3, 1, 2), frequency_layout=v),
         "CircleConfig.radius": lambda v: circlerope.CircleConfig(radius=v),
         "CircleConfig.move_to_positive": lambda v: circlerope.CircleConfig(move_to_positive=v),
         "VisionConfig.time": lambda v: circlerope.VisionConfig(time=v),
         "AgePlan": lambda v: circlerope.AgePlan(v, 4),
-        "RotaryEmbedding": lambda v: circlerope.RotaryEmbedding(v, 4),
+
         "qk_layout": lambda v: circlerope.apply_rotary(q, q, table, qk_layout=v),
         "pairing": lambda v: circlerope.apply_rotary(q, q, table, pairing=v),
-        "cos_sin": lambda v: circlerope.cos_sin(table, v),
     }
     for name, call in calls.items():
         for i in range(60):

@@ -17,6 +17,8 @@ import torch
 
 import circlerope
 import circlerope.hf as hf
+from circlerope.hf import reference
+import tiny_qwen
 from conftest import BadRepr, attack
 
 SOURCE = os.environ.get("CIRCLEROPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -68,14 +70,16 @@ def expected_of(case, mode):
 # --------------------------------------------------------------------- golden ---
 
 @pytest.mark.parametrize("mode", GOLDEN_MODES)
-def test_every_golden_case_equals_transformers_exactly_with_int64(mode):
+def test_every_golden_case_equals_transformers_exactly_in_float32(mode):
+    # circlerope.get_rope_index gives float32 under every mode, holding transformers' integers
+    # exactly; the adapter below gives them in transformers' int64.
     for case in GOLDEN:
         r = case["request"]
         pos, deltas = circlerope.get_rope_index(*args_of(r), scheme="mrope", vision=vision_of(r), compat=mode)
         want_pos, want_deltas = expected_of(case, mode)
-        assert pos.dtype == torch.int64 and deltas.dtype == torch.int64, case["name"]
-        assert torch.equal(pos, want_pos), (case["name"], mode)
-        assert torch.equal(deltas, want_deltas), (case["name"], mode, deltas.view(-1).tolist())
+        assert pos.dtype == torch.float32 and deltas.dtype == torch.float32, case["name"]
+        assert torch.equal(pos, want_pos.float()) and torch.equal(pos.to(torch.int64), want_pos), (case["name"], mode)
+        assert torch.equal(deltas.to(torch.int64), want_deltas), (case["name"], mode, deltas.view(-1).tolist())
 
 
 @pytest.mark.parametrize("mode", GOLDEN_MODES)
@@ -99,6 +103,7 @@ def test_adapter_reproduces_every_golden_case_in_its_versions_argument_order(mod
         else:
             pos, deltas = fn(ids, images, videos, seconds, mask)
         want_pos, want_deltas = expected_of(case, mode)
+        assert pos.dtype == torch.int64 and deltas.dtype == torch.int64, case["name"]  # transformers' dtype
         assert torch.equal(pos, want_pos), (case["name"], mode)
         assert torch.equal(deltas, want_deltas), (case["name"], mode)
 
@@ -157,10 +162,20 @@ def test_circle_under_a_compat_mode_stays_fractional():
     assert pos[:, 0, 3:7].frac().abs().sum() > 0
 
 
-@pytest.mark.parametrize("bad", ["hf-4.50", "HF-5.3", "", 5.3, ["hf-5.3"]])
+@pytest.mark.parametrize("bad", ["hf-4.50", "HF-5.3", ""])
 def test_unknown_compat_is_a_value_error_naming_it(bad):
     with pytest.raises(ValueError, match="compat"):
         circlerope.get_rope_index(torch.tensor([[TEXT]]), scheme="mrope", compat=bad)
+    with pytest.raises(ValueError, match="compat"):
+        circlerope.decode_position_ids(torch.zeros(1, 1), 3, compat=bad)
+
+
+@pytest.mark.parametrize("bad", [5.3, ["hf-5.3"]])
+def test_a_compat_that_is_no_string_is_a_type_error_naming_it(bad):
+    with pytest.raises(TypeError, match="compat"):
+        circlerope.get_rope_index(torch.tensor([[TEXT]]), scheme="mrope", compat=bad)
+    with pytest.raises(TypeError, match="compat"):
+        circlerope.decode_position_ids(torch.zeros(1, 1), 3, compat=bad)
 
 
 # ------------------------------------------------------------------- adapter ---
@@ -235,9 +250,15 @@ def test_versions_map_to_modes(version, mode):
     assert hf.compat_for_version(version) == mode
 
 
-@pytest.mark.parametrize("bad", ["4.44.2", "latest", "", None, 4.52])
+@pytest.mark.parametrize("bad", ["4.44.2", "latest", ""])
 def test_unusable_versions_are_value_errors(bad):
     with pytest.raises(ValueError):
+        hf.compat_for_version(bad)
+
+
+@pytest.mark.parametrize("bad", [None, 4.52])
+def test_versions_that_are_no_strings_are_type_errors(bad):
+    with pytest.raises(TypeError, match="transformers version must be a string"):
         hf.compat_for_version(bad)
 
 
@@ -254,12 +275,12 @@ def test_decode_continues_after_the_last_prompt_position(mode, side):
     last = int(pos[:, 0][:, mask[0] == 1].max())  # 4: the text after the 2x2 image
     assert last == 4
     # the generated tokens sit at cache positions 9, 10, 11 (after the padded prompt)
-    nxt = hf.decode_position_ids_hf(deltas, 9, 3, compat=mode, attention_mask=mask)
-    assert nxt.dtype == torch.int64
+    nxt = circlerope.decode_position_ids(deltas, 9, 3, compat=mode, attention_mask=mask)
+    assert nxt.dtype == torch.float32
     assert nxt[0, 0].tolist() == [last + 1, last + 2, last + 3], (mode, side, deltas.tolist())
     # a running mask that already covers the new tokens gives the same positions
     running = torch.cat([mask, torch.ones(1, 3, dtype=mask.dtype)], 1)
-    assert torch.equal(hf.decode_position_ids_hf(deltas, 9, 3, compat=mode, attention_mask=running), nxt)
+    assert torch.equal(circlerope.decode_position_ids(deltas, 9, 3, compat=mode, attention_mask=running), nxt)
 
 
 def test_hf_53_decode_needs_the_real_token_count_and_449_rule_does_not():
@@ -268,52 +289,53 @@ def test_hf_53_decode_needs_the_real_token_count_and_449_rule_does_not():
     _, d53 = circlerope.get_rope_index(ids, attention_mask=mask, scheme="mrope", compat="hf-5.3")
     assert d53.tolist() == [[0]]
     # the rule with the mask: 2 real tokens before cache position 4 -> position 2
-    assert hf.decode_position_ids_hf(d53, 4, compat="hf-5.3", attention_mask=mask)[0, 0].tolist() == [2]
+    assert circlerope.decode_position_ids(d53, 4, compat="hf-5.3", attention_mask=mask)[0, 0].tolist() == [2]
     # without a mask every cached token counts as real: the caller's cache holds only real tokens
-    assert hf.decode_position_ids_hf(d53, 2, compat="hf-5.3")[0, 0].tolist() == [2]
+    assert circlerope.decode_position_ids(d53, 2, compat="hf-5.3")[0, 0].tolist() == [2]
     _, d449 = circlerope.get_rope_index(ids, attention_mask=mask, scheme="mrope", compat="hf-4.49")
-    assert hf.decode_position_ids_hf(d449, 4, compat="hf-4.49")[0, 0].tolist() == [2]
+    assert circlerope.decode_position_ids(d449, 4, compat="hf-4.49")[0, 0].tolist() == [2]
     with pytest.raises(ValueError, match="attention_mask"):
-        hf.decode_position_ids_hf(d53, 4, compat="hf-5.3", attention_mask=torch.ones(2, 4))
+        circlerope.decode_position_ids(d53, 4, compat="hf-5.3", attention_mask=torch.ones(2, 4))
 
 
 def test_circle_deltas_decode_as_float():
     ids = torch.tensor([[TEXT, START, IMAGE, IMAGE, IMAGE, IMAGE, TEXT]])
     pos, deltas = circlerope.get_rope_index(ids, [[1, 4, 4]], compat="hf-4.52")
-    nxt = hf.decode_position_ids_hf(deltas, 7, 2, compat="hf-4.52")
+    nxt = circlerope.decode_position_ids(deltas, 7, 2, compat="hf-4.52")
     assert nxt.dtype == torch.float32
     assert torch.allclose(nxt[0, 0], pos[:, 0].max() + torch.tensor([1.0, 2.0]))
 
 
+@pytest.mark.parametrize("mode", [None, *MODES])
+def test_without_a_mask_every_mode_decodes_by_the_cache_position(mode):
+    # one rule when every cached token is real: cache position + delta, as decode_position_ids
+    # without compat, float32 for every scheme
+    deltas = torch.tensor([[-2.0], [0.5]])
+    got = circlerope.decode_position_ids(deltas, 7, 3, compat=mode)
+    assert got.dtype == torch.float32 and got.shape == (3, 2, 3)
+    assert torch.equal(got, circlerope.decode_position_ids(deltas, 7, 3))
+    assert got[0].tolist() == [[5.0, 6.0, 7.0], [7.5, 8.5, 9.5]]
+
+
 # ------------------------------------------------------------------ rotation ---
 
-def hf_rotary_embedding(position_ids, head_dim, theta):
-    """Qwen2_5_VLRotaryEmbedding.forward in float64 (transformers computes it in float32)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    freqs = position_ids.to(torch.float64)[..., None] * inv_freq  # [3, B, S, D/2]
-    emb = torch.cat([freqs, freqs], -1)
-    return emb.cos(), emb.sin()
-
-
-def hf_apply(q, k, cos, sin, mrope_section, unsqueeze_dim=1):
-    """transformers' apply_multimodal_rotary_pos_emb, as written there."""
-    sections = list(mrope_section) * 2
-    cos = torch.cat([m[i % 3] for i, m in enumerate(cos.split(sections, dim=-1))], dim=-1).unsqueeze(unsqueeze_dim)
-    sin = torch.cat([m[i % 3] for i, m in enumerate(sin.split(sections, dim=-1))], dim=-1).unsqueeze(unsqueeze_dim)
-
-    def rotate_half(x):
-        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+def hf_multimodal(q, k, cos, sin, mrope_section, unsqueeze_dim=1):
+    """transformers' apply_multimodal_rotary_pos_emb (circlerope.hf.reference): sections picked
+    from cos/sin [3, B, S, D], then q * cos + rotate_half(q) * sin."""
+    cos, sin = reference.select_sections(cos, mrope_section), reference.select_sections(sin, mrope_section)
+    return reference.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)
 
 
 def test_rotary_cos_sin_is_what_the_hf_rotary_embedding_returns():
     pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 4 + [TEXT] * 3]), [[1, 4, 4]])
     cos, sin = hf.rotary_cos_sin(pos, hf_config())
-    want_cos, want_sin = hf_rotary_embedding(pos, 128, 1e6)
+    want_cos, want_sin = reference.rotary_embedding(pos, 128, 1e6, torch.float64)  # transformers' in float64
     assert cos.shape == (3, 1, 9, 128) and cos.dtype == torch.float32
     assert torch.allclose(cos.double(), want_cos, atol=1e-6) and torch.allclose(sin.double(), want_sin, atol=1e-6)
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="needs a config, or head_dim and rope_theta"):
         hf.rotary_cos_sin(pos)  # no config, no head_dim
+    with pytest.raises(ValueError, match=r"rope_theta must be in \[1, 2\^126"):
+        hf.rotary_cos_sin(pos, head_dim=128, rope_theta=0.5)  # the core's range of theta, as RotaryConfig's
     half = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6, attention_scaling=0.5)
     assert torch.equal(half[0], cos * 0.5)
     with pytest.raises(ValueError, match="attention_scaling"):
@@ -330,7 +352,7 @@ def test_apply_multimodal_rotary_pos_emb_equals_transformers_formula(unsqueeze_d
     shape_k = (1, 2, 23, 128) if unsqueeze_dim == 1 else (1, 23, 2, 128)
     q, k = torch.randn(shape_q).to(dtype), torch.randn(shape_k).to(dtype)
     got_q, got_k = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24], unsqueeze_dim)
-    want_q, want_k = hf_apply(q.double(), k.double(), cos.double(), sin.double(), [16, 24, 24], unsqueeze_dim)
+    want_q, want_k = hf_multimodal(q.double(), k.double(), cos.double(), sin.double(), [16, 24, 24], unsqueeze_dim)
     assert got_q.dtype == dtype and got_q.shape == q.shape
     tol = 1e-5 if dtype == torch.float32 else 2 ** -8 * 4
     assert torch.allclose(got_q.double(), want_q, atol=tol, rtol=tol)
@@ -344,12 +366,12 @@ def test_apply_multimodal_rotary_pos_emb_does_transformers_math_in_qs_dtype(dtyp
     cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6, dtype=dtype)  # the model's rotary gives q's dtype
     q, k = torch.randn(1, 16, 23, 128).to(dtype), torch.randn(1, 2, 23, 128).to(dtype)
     got = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24])
-    want = hf_apply(q, k, cos, sin, [16, 24, 24])
+    want = hf_multimodal(q, k, cos, sin, [16, 24, 24])
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     fused = hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24], fused=True)
-    exact = hf_apply(q.double(), k.double(), cos.double(), sin.double(), [16, 24, 24])
+    exact = hf_multimodal(q.double(), k.double(), cos.double(), sin.double(), [16, 24, 24])
     assert fused[0].dtype == dtype and (fused[0].double() - exact[0]).abs().max() <= (got[0].double() - exact[0]).abs().max()
-    with pytest.raises(ValueError, match="fused"):
+    with pytest.raises(TypeError, match="fused"):
         hf.apply_multimodal_rotary_pos_emb(q, k, cos, sin, [16, 24, 24], fused="yes")
 
 
@@ -377,13 +399,13 @@ HF_GARBAGE = [None, "x", "", 3.5, -1, 16.9, 2 ** 70, True, [], [[]], [["a"]], {}
 def _hf_calls():
     """(name, function, args, kwargs) of every public function of circlerope.hf that needs no
     model (test_hf_models.py attacks apply, restore, pack and from_pretrained), valid as given."""
-    from circlerope import _hf_official
+    from circlerope.hf import compat, official
     ids = torch.tensor([[TEXT, START] + [IMAGE] * 4 + [TEXT]])
     grid = torch.tensor([[1, 4, 4]])
     pos, deltas = circlerope.get_rope_index(ids, grid, scheme="mrope", compat="hf-4.52")
     cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6)
     q, k = torch.randn(1, 2, ids.shape[1], 128), torch.randn(1, 1, ids.shape[1], 128)
-    types_ = hf._expected_token_types(ids, None, circlerope.VisionConfig())
+    types_ = compat.expected_token_types(ids, None, circlerope.VisionConfig())
     return [
         ("compat_for_version", hf.compat_for_version, ["4.52.0"], {}),
         ("rope_index_fn", hf.rope_index_fn, [hf_config()], {"scheme": "circle", "circle": None, "compat": "hf-4.52"}),
@@ -391,9 +413,9 @@ def _hf_calls():
         ("get_rope_index hf-4.52", hf.rope_index_fn(hf_config(), compat="hf-4.52"), [ids, grid, None, None, None], {}),
         ("get_rope_index hf-5.18", hf.rope_index_fn(hf_config(), compat="hf-5.18"),
          [ids, types_, grid, None, None, torch.ones_like(ids)], {}),
-        ("decode_position_ids_hf", hf.decode_position_ids_hf, [deltas, 9, 2],
+        ("decode_position_ids hf-4.52", circlerope.decode_position_ids, [deltas, 9, 2],
          {"compat": "hf-4.52", "attention_mask": None}),
-        ("decode_position_ids_hf hf-5.18", hf.decode_position_ids_hf, [deltas, 9, 2],
+        ("decode_position_ids hf-5.18", circlerope.decode_position_ids, [deltas, 9, 2],
          {"compat": "hf-5.18", "attention_mask": torch.ones_like(ids)}),
         ("rotary_config", hf.rotary_config, [hf_config()], {}),
         ("rotary_cos_sin", hf.rotary_cos_sin, [pos],
@@ -402,12 +424,12 @@ def _hf_calls():
         ("rotary_cos_sin config", hf.rotary_cos_sin, [pos, hf_config()], {}),
         ("apply_multimodal_rotary_pos_emb", hf.apply_multimodal_rotary_pos_emb, [q, k, cos, sin, [16, 24, 24]],
          {"unsqueeze_dim": 1, "fused": None}),
-        ("from_official_config", _hf_official.from_official_config, [{"radius": 10, "alpha": 0.5}, 36], {}),
-        ("to_official_config", _hf_official.to_official_config, [circlerope.CircleConfig(), None], {}),
+        ("from_official_config", official.from_official_config, [{"radius": 10, "alpha": 0.5}, 36], {}),
+        ("to_official_config", official.to_official_config, [circlerope.CircleConfig(), None], {}),
     ]
 
 
-def test_every_bad_argument_of_circlerope_hf_raises_a_clean_value_error():
+def test_every_bad_argument_of_circlerope_hf_raises_a_clean_value_or_type_error():
     # On a4fab96's successor this listed 330 cases: TypeError (compat=[] "unhashable type",
     # rope_theta=[] from float(), mrope_section=None "not iterable"), AttributeError (a list as
     # input_ids of the hf-5.3-on adapter, q or cos not a tensor), RuntimeError (a tensor as
@@ -428,17 +450,20 @@ def test_the_token_type_adapter_takes_lists_like_get_rope_index():
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("sections", [[16.9, 24, 24], [16, -8, 40], [16, 24], [16, 24, 24, 0], [True, 31, 32],
-                                      torch.tensor([16.0, 24.0, 24.0]), "16,24,24"])
-def test_mrope_section_is_three_integers_at_least_zero(sections):
+@pytest.mark.parametrize("sections, error", [
+    ([16, -8, 40], ValueError), ([16, 24], ValueError), ([16, 24, 24, 0], ValueError),  # integers, not three >= 0
+    ([16.9, 24, 24], TypeError), ([True, 31, 32], TypeError), (torch.tensor([16.0, 24.0, 24.0]), TypeError),
+    ("16,24,24", TypeError)])  # no integers
+def test_mrope_section_is_three_integers_at_least_zero(sections, error):
     # 16.9 was read as 16 and negative entries were accepted (the split then went wrong silently).
+    # The core reads it, as RotaryConfig.sections, in the same words.
     pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT] * 6]))
     cos, sin = hf.rotary_cos_sin(pos, head_dim=128, rope_theta=1e6)
     q = torch.randn(1, 2, 6, 128)
-    with pytest.raises(ValueError, match="mrope_section must be three integers >= 0"):
+    with pytest.raises(error, match=r"^mrope_section must be three integers t,h,w"):
         hf.apply_multimodal_rotary_pos_emb(q, q, cos, sin, sections)
     config = dict(hf_config(as_dict=True), rope_scaling={"type": "mrope", "mrope_section": sections})
-    with pytest.raises(ValueError, match="mrope_section"):
+    with pytest.raises(error, match=r"^config mrope_section must be three integers t,h,w"):
         hf.rotary_config(config)
     assert torch.equal(hf.apply_multimodal_rotary_pos_emb(q, q, cos, sin, torch.tensor([16, 24, 24]))[0],
                        hf.apply_multimodal_rotary_pos_emb(q, q, cos, sin, (16, 24, 24))[0])
@@ -449,17 +474,18 @@ def test_an_odd_head_dim_is_refused_as_transformers_refuses_it(head_dim):
     # head_dim=127 gave 126 columns, frequencies over 126: neither what transformers 4.x computed
     # (64 frequencies over 127, 128 columns that then do not fit the head) nor what 5.x does
     # (refuse the config: "RoPE requires an even rotary dimension", for odd head_dim above 4).
-    transformers = pytest.importorskip("transformers")
-    if head_dim > 4 and tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 0):
+    pytest.importorskip("transformers")
+    if head_dim > 4 and tiny_qwen.version() >= (5, 0):
         with pytest.raises(Exception, match="RoPE requires an even rotary dimension"):
-            transformers.Qwen2_5_VLConfig(text_config={"hidden_size": 64, "num_attention_heads": 4,
-                                                       "head_dim": head_dim})
+            tiny_qwen.config(head_dim=head_dim)
     pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT] * 5]))
-    with pytest.raises(ValueError, match=rf"^head_dim {head_dim} is odd: RoPE rotates pairs of columns"):
+    # the core's reading of a rotary dim, as RotaryConfig.rotary_dim's
+    with pytest.raises(ValueError, match=rf"^head_dim must be an even integer in \[2, 1024\] \(got {head_dim}\)"):
         hf.rotary_cos_sin(pos, head_dim=head_dim, rope_theta=1e4)
     odd = dict(hf_config(as_dict=True), head_dim=head_dim)
     for call in (lambda: hf.rotary_config(odd), lambda: hf.rotary_cos_sin(pos, odd)):
-        with pytest.raises(ValueError, match=rf"^config head dimension {head_dim} is odd"):
+        with pytest.raises(ValueError, match=rf"^config head dimension must be an even integer in \[2, 1024\] "
+                                             rf"\(got {head_dim}\)"):
             call()
 
 
@@ -467,13 +493,7 @@ def test_rotary_cos_sin_equals_the_installed_transformers_rotary_embedding():
     transformers = pytest.importorskip("transformers")
     module_file = transformers.models.qwen2_5_vl.modeling_qwen2_5_vl
     sections = [20, 22, 22]
-    text = {"hidden_size": 512, "num_attention_heads": 4, "max_position_embeddings": 512}
-    rope = {"rope_type": "default", "rope_theta": 1e4, "mrope_section": sections}
-    if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 0):
-        text["rope_parameters"] = rope
-    else:
-        text["rope_scaling"], text["rope_theta"] = rope, 1e4
-    config = transformers.Qwen2_5_VLConfig(text_config=text)
+    config = tiny_qwen.config(hidden=512, heads=4, max_positions=512, sections=sections, theta=1e4)
     module = module_file.Qwen2_5_VLRotaryEmbedding(getattr(config, "text_config", config))
     pos, _ = circlerope.get_rope_index(torch.tensor([[TEXT, START] + [IMAGE] * 4 + [TEXT] * 3]), [[1, 4, 4]])
     pos = pos.to(torch.int64)
@@ -482,15 +502,15 @@ def test_rotary_cos_sin_equals_the_installed_transformers_rotary_embedding():
     if want_cos.dim() == 4 and want_cos.size(0) == 3:  # 4.x: every axis holds every frequency
         assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
     else:  # 5.x: the module picks each frequency's axis itself
-        assert torch.equal(hf._select_sections(cos, sections), want_cos)
-        assert torch.equal(hf._select_sections(sin, sections), want_sin)
+        assert torch.equal(reference.select_sections(cos, sections), want_cos)
+        assert torch.equal(reference.select_sections(sin, sections), want_sin)
 
 
 def test_long_and_multi_line_values_give_one_short_line_in_circlerope_hf():
     # An unknown compat name of 100,000 characters gave a 100,133-character message.
     for value in ("x" * 100000, "hf-4.49\nhf-4.52", "\x1b[31m\x07"):
         for call in (lambda v: hf.rope_index_fn(hf_config(), compat=v), lambda v: hf.compat_for_version(v),
-                     lambda v: hf.decode_position_ids_hf(torch.zeros(1, 1), 3, compat=v),
+                     lambda v: circlerope.decode_position_ids(torch.zeros(1, 1), 3, compat=v),
                      lambda v: hf.rope_index_fn(dict(hf_config(as_dict=True), model_type=v))):
             with pytest.raises(ValueError) as e:
                 call(value)

@@ -44,6 +44,11 @@ import torch
 
 import circlerope
 import circlerope.hf as hf
+import circlerope.rotary
+import tiny_qwen
+from circlerope._checks import shown
+from circlerope._ops import fused_device
+from circlerope.hf import reference
 
 transformers = pytest.importorskip("transformers")
 
@@ -123,51 +128,13 @@ HAS_QWEN3 = hasattr(transformers, "Qwen3VLForConditionalGeneration")  # 4.57 on
 MODEL_TYPES = ["qwen2_vl", "qwen2_5_vl"] + (["qwen3_vl"] if HAS_QWEN3 else [])
 
 
-def _qwen3_config(attn):
-    text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-                bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
-    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True}
-    if VERSION >= (5, 0):
-        text["rope_parameters"] = dict(rope, rope_theta=1e4)
-    else:
-        text["rope_scaling"], text["rope_theta"] = rope, 1e4
-    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=2,
-                  spatial_merge_size=2, temporal_patch_size=2, in_channels=3, num_position_embeddings=64,
-                  deepstack_visual_indexes=[0])
-    cfg = transformers.Qwen3VLConfig(text_config=text, vision_config=vision, vision_start_token_id=START,
-                                     vision_end_token_id=END, image_token_id=IMAGE, video_token_id=VIDEO)
-    cfg._attn_implementation = attn
-    return cfg
-
-
 def _config(model_type, attn):
-    if model_type == "qwen3_vl":
-        return _qwen3_config(attn)
-    if model_type == "qwen2_vl":
-        Cfg = transformers.Qwen2VLConfig
-        vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, spatial_merge_size=2,
-                      patch_size=2, temporal_patch_size=2, in_channels=3)
-    else:
-        Cfg = transformers.Qwen2_5_VLConfig
-        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-                      spatial_merge_size=2, patch_size=2, temporal_patch_size=2, in_channels=3,
-                      tokens_per_second=2, window_size=4, fullatt_block_indexes=[0])
-    text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
-    if VERSION >= (5, 0):
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [2, 3, 3]}
-    else:
-        text["rope_scaling"] = {"type": "mrope", "mrope_section": [2, 3, 3]}
-        text["rope_theta"] = 1e4
-    ids = dict(vision_start_token_id=START, vision_end_token_id=END, image_token_id=IMAGE, video_token_id=VIDEO)
-    if "text_config" in (getattr(Cfg, "sub_configs", None) or {}):
-        cfg = Cfg(text_config=text, vision_config=vision, **ids)
-    else:
-        cfg = Cfg(vision_config=vision, **text, **ids)
-    cfg._attn_implementation = attn
-    return cfg
+    """The tiny config of `model_type`: LAYERS layers of width 64, M-RoPE sections [2, 3, 3] and
+    theta 1e4, 2-pixel patches, the token ids above, attention `attn`."""
+    return tiny_qwen.config(model_type, tokens={"vision_start_token_id": START, "vision_end_token_id": END,
+                                                "image_token_id": IMAGE, "video_token_id": VIDEO},
+                            vocab=VOCAB, layers=LAYERS, theta=1e4, patch=2, window=4,
+                            special={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": PAD}, attn=attn)
 
 
 def dtype_kwargs(dtype):
@@ -364,24 +331,24 @@ def _device_and_rotation(monkeypatch):
 
 
 class FusedSpy:
-    """Counts the calls a switched model makes of circlerope.rotary_table (tables) and
-    circlerope.apply_rotary (rotations, with the device type of each q)."""
+    """Counts the calls a switched model makes of rotary_table (tables) and apply_rotary
+    (rotations, with the device type of each q), which it looks up on circlerope.rotary."""
 
     def __init__(self, monkeypatch):
         self.tables, self.rotations = 0, []
-        table, rotate = circlerope.rotary_table, circlerope.apply_rotary
+        table, rotate = circlerope.rotary.rotary_table, circlerope.rotary.apply_rotary
 
         def rotary_table(*args, **kwargs):
             self.tables += 1
             return table(*args, **kwargs)
 
         def apply_rotary(q, *args, **kwargs):
-            assert circlerope._fused_device(q), f"circlerope has no fused kernel for {q.device}"
+            assert fused_device(q), f"circlerope has no fused kernel for {q.device}"
             self.rotations.append(q.device.type)
             return rotate(q, *args, **kwargs)
 
-        monkeypatch.setattr(circlerope, "rotary_table", rotary_table)
-        monkeypatch.setattr(circlerope, "apply_rotary", apply_rotary)
+        monkeypatch.setattr(circlerope.rotary, "rotary_table", rotary_table)
+        monkeypatch.setattr(circlerope.rotary, "apply_rotary", apply_rotary)
 
     def clear(self):
         self.tables, self.rotations = 0, []
@@ -491,7 +458,7 @@ def fused_rotary(model):
     rope_theta and head dimension; Qwen3-VL's frequencies interleaved (its
     apply_interleaved_mrope), Qwen2-VL's and Qwen2.5-VL's chunked."""
     return dataclasses.replace(hf.rotary_config(model.config),
-                               layout="interleaved" if model.config.model_type == "qwen3_vl" else "chunked")
+                               frequency_layout="interleaved" if model.config.model_type == "qwen3_vl" else "chunked")
 
 
 def assert_layer_receives(pair, model, positions, msg=None):
@@ -733,13 +700,13 @@ def test_the_fused_tolerance_sees_a_wrong_layout(model_type, monkeypatch):
     hf.apply(model, "circle", rotation="transformers")
     want = forward_logits(model, inputs)
     hf.restore(model)
-    table = circlerope.rotary_table
+    table = circlerope.rotary.rotary_table
 
-    def other_layout(positions, rotary):
+    def other_layout(positions, config):
         return table(positions, dataclasses.replace(
-            rotary, layout="chunked" if rotary.layout == "interleaved" else "interleaved"))
+            config, frequency_layout="chunked" if config.frequency_layout == "interleaved" else "interleaved"))
 
-    monkeypatch.setattr(circlerope, "rotary_table", other_layout)
+    monkeypatch.setattr(circlerope.rotary, "rotary_table", other_layout)
     hf.apply(model, "circle", rotation="fused")
     moved = (forward_logits(model, inputs) - want).abs().max().item()
     floor = 1e-4 if DTYPE == torch.float32 else BF16_ULPS * UNIT[DTYPE] * want.abs().max().item()
@@ -772,7 +739,7 @@ def test_the_fused_table_holds_the_releases_own_angles(model_type, size):
     apply_interleaved_mrope's layout), so they differ only by the rounding of transformers'
     float32 angles (|angle| * 2^-22 bounds it: two float32 roundings, of inv_freq and of the
     product, and cos/sin's own), while the other layout differs by about 1."""
-    from circlerope._hf_model import _fused_rotary
+    from circlerope.hf.model import _fused_rotary
 
     model = make_model(model_type, dtype=torch.float32)
     qwen3 = model_type == "qwen3_vl"
@@ -781,19 +748,20 @@ def test_the_fused_table_holds_the_releases_own_angles(model_type, size):
     else:
         rotary, config = sized_rotary(model, 128, [24, 20, 20] if qwen3 else [16, 24, 24], 5e6 if qwen3 else 1e6)
     cfg = _fused_rotary(config, rotary, qwen3)
-    assert cfg.layout == ("interleaved" if qwen3 else "chunked") and cfg.dim == 2 * rotary.inv_freq.numel()
+    assert cfg.frequency_layout == ("interleaved" if qwen3 else "chunked") and cfg.dim == 2 * rotary.inv_freq.numel()
     g = torch.Generator().manual_seed(0)
     positions = torch.randint(0, 4000, (3, 2, 64), generator=g).float() + torch.rand(3, 2, 64, generator=g)
     positions = positions.to(rotary.inv_freq.device)  # the models' device: the table is built there
     cos, sin = (t.cpu() for t in rotary(torch.zeros(1, device=positions.device), positions))
     if cos.dim() == 4:  # 4.x and early 5.x: every axis holds every frequency, the attention picks
-        cos, sin = hf._select_sections(cos, cfg.sections), hf._select_sections(sin, cfg.sections)
+        cos, sin = reference.select_sections(cos, cfg.sections), reference.select_sections(sin, cfg.sections)
     table = circlerope.rotary_table(positions, cfg).cpu()
     positions = positions.cpu()
     bound = positions.max().item() * 2.0 ** -22 + 2.0 ** -23
     for got, want in zip(table.chunk(2, -1), (cos, sin)):
         torch.testing.assert_close(torch.cat((got, got), -1), want, rtol=0, atol=bound)
-    other = circlerope.rotary_table(positions, dataclasses.replace(cfg, layout="chunked" if qwen3 else "interleaved"))
+    other = circlerope.rotary_table(positions, dataclasses.replace(
+        cfg, frequency_layout="chunked" if qwen3 else "interleaved"))
     assert (torch.cat([other.chunk(2, -1)[0]] * 2, -1) - cos).abs().max() > 0.5
 
 
@@ -861,11 +829,11 @@ def test_fused_tables_give_the_same_gradients_with_gradient_checkpointing(model_
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=0, atol=1e-6, msg=name)
 
 
-def test_a_bad_rotation_is_a_value_error_naming_it(tmp_path):
+def test_a_bad_rotation_is_a_value_or_type_error_naming_it(tmp_path):
     model = make_model("qwen2_5_vl")
     for bad in ("Fused", "", "formula", None, 1, True, ["fused"]):
-        with pytest.raises(ValueError, match=re.escape(f"rotation {circlerope._shown(bad)} (expected one of "
-                                                       "transformers, fused)")):
+        error = ValueError if isinstance(bad, str) else TypeError  # no name at all
+        with pytest.raises(error, match=re.escape(f"rotation {shown(bad)} (expected one of transformers, fused)")):
             hf.apply(model, "circle", rotation=bad)
         assert hf.geometry(model) is None
     with pytest.raises(ValueError, match="rotation 'x'"):
@@ -1145,7 +1113,7 @@ def test_errors_name_the_problem():
         hf.apply(Fake(), "circle")
 
 
-def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_clean_value_error():
+def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_clean_value_or_type_error():
     # A tensor as official_decode or flash_attention_kwargs raised RuntimeError ("Boolean value
     # of Tensor ... is ambiguous"), compat=[] TypeError ("unhashable type"), samples=3.5 TypeError
     # ("not iterable"), a class without from_pretrained AttributeError, a sample's labels or
@@ -1184,7 +1152,7 @@ def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_c
                 lambda v, key=key: pack(model, [dict(sample, **{key: v})]) for key in keys]:
             try:
                 restored(call)(value)
-            except ValueError as e:
+            except (ValueError, TypeError) as e:
                 if len(str(e)) > 500 or not all(32 <= ord(c) < 127 for c in str(e)):
                     wrong.append(f"{repr(value)[:30]}: an unclean message")
             except Exception as e:  # noqa: BLE001 - the point of the test
@@ -1282,5 +1250,5 @@ def test_rotary_cos_sin_equals_the_releases_rotary_embedding_bit_for_bit(dtype):
     cos, sin = hf.rotary_cos_sin(pos, model.config, dtype=dtype)
     if want_cos.dim() == 3:  # later releases: the module picks each frequency's axis itself
         sections = hf.rotary_config(model.config).sections
-        cos, sin = hf._select_sections(cos, sections), hf._select_sections(sin, sections)
+        cos, sin = reference.select_sections(cos, sections), reference.select_sections(sin, sections)
     assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)

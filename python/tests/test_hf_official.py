@@ -1,5 +1,5 @@
 """The official Circle-RoPE config dict (circle_rope) read into CircleConfig / AgePlan and
-written back (circlerope._hf_official)."""
+written back (circlerope.hf.official)."""
 
 import math
 import re
@@ -9,7 +9,7 @@ import torch
 
 import circlerope
 from circlerope import AgePlan, CircleConfig
-from circlerope._hf_official import from_official_config, to_official_config
+from circlerope.hf.official import from_official_config, to_official_config
 
 from conftest import golden_cases, request_arguments
 
@@ -257,15 +257,16 @@ def test_age_mode_needs_the_official_36_layers(layers):
         from_official_config(SHIPPED, layers)
 
 
-@pytest.mark.parametrize("layers", [0, -1, True, 36.0, "36", None])
-def test_num_layers_must_be_a_positive_integer(layers):
-    with pytest.raises(ValueError, match="num_layers"):
+@pytest.mark.parametrize("layers, error", [(0, ValueError), (-1, ValueError), (True, TypeError), (36.0, TypeError),
+                                           ("36", TypeError), (None, TypeError)])
+def test_num_layers_must_be_a_positive_integer(layers, error):
+    with pytest.raises(error, match="num_layers must be an integer"):
         from_official_config(ring(), layers)
 
 
 @pytest.mark.parametrize("official", [None, [], "radius=10"])
 def test_the_dict_must_be_a_dict(official):
-    with pytest.raises(ValueError, match="circle_rope must be a dict"):
+    with pytest.raises(TypeError, match="circle_rope must be a dict"):
         from_official_config(official, 36)
 
 
@@ -282,5 +283,5 @@ def test_plans_the_official_format_cannot_name(plan):
     (CircleConfig(), "alternate", "AgePlan"),
 ])
 def test_to_official_checks_its_arguments(circle, plan, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(TypeError, match=match):
         to_official_config(circle, plan)

@@ -9,8 +9,9 @@ their own get_rope_index is compared with
 
 on seeded random requests (text only, images, videos with second_per_grid_ts including
 fractional values, mixed, left and right padding with attention masks, batch 1..3,
-tokens_per_second 1, 2, 4 and 25): position_ids and rope_deltas must be equal, dtype
-included. Where transformers raises (5.3-5.5.3 runs out of second_per_grid_ts when images
+tokens_per_second 1, 2, 4 and 25): position_ids and rope_deltas must be equal (circlerope's
+float32 holding transformers' integers exactly; the adapter's in transformers' dtype too).
+Where transformers raises (5.3-5.5.3 runs out of second_per_grid_ts when images
 take entries of it), circlerope must refuse the request too. The adapter
 circlerope.hf.rope_index_fn(config, scheme="mrope") must have the real method's signature and
 give the same result when called the way that release's model calls it (positionally up to
@@ -49,6 +50,7 @@ if SKIP_REASON and __name__ != "__main__":
 
 import circlerope  # noqa: E402
 import circlerope.hf as hf  # noqa: E402
+import tiny_qwen  # noqa: E402
 
 VERSION = transformers.__version__ if transformers is not None else None
 MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl")
@@ -77,26 +79,8 @@ def test_the_expected_release_is_imported():
 
 def _config(model_type):
     """A tiny config of this release's classes, token ids as Qwen's checkpoints have them."""
-    if model_type == "qwen2_vl":
-        Cfg = transformers.Qwen2VLConfig
-        vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, spatial_merge_size=2,
-                      patch_size=14, temporal_patch_size=2, in_channels=3)
-    else:
-        Cfg = transformers.Qwen2_5_VLConfig
-        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-                      spatial_merge_size=2, patch_size=14, temporal_patch_size=2, in_channels=3,
-                      tokens_per_second=2, window_size=28, fullatt_block_indexes=[0])
-    text = dict(vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096)
-    if V >= (5, 0, 0):
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}
-    else:
-        text["rope_scaling"] = {"type": "mrope", "mrope_section": [2, 3, 3]}
-        text["rope_theta"] = 1e6
-    ids = dict(vision_start_token_id=START, vision_end_token_id=END, image_token_id=IMAGE, video_token_id=VIDEO)
-    if "text_config" in (getattr(Cfg, "sub_configs", None) or {}):
-        return Cfg(text_config=text, vision_config=vision, **ids)
-    return Cfg(vision_config=vision, **text, **ids)
+    return tiny_qwen.config(model_type, tokens={"vision_start_token_id": START, "vision_end_token_id": END,
+                                                "image_token_id": IMAGE, "video_token_id": VIDEO})
 
 
 _MODELS = {}
@@ -257,10 +241,17 @@ def ours(model_type, case, args):
         config.vision_config.tokens_per_second = case["tokens_per_second"]
     vision = circlerope.VisionConfig.from_hf_config(config)
     compat = hf.compat_for_version(VERSION)
-    return outcome(lambda: circlerope.get_rope_index(
-        args["input_ids"], args["image_grid_thw"], args["video_grid_thw"],
-        args["second_per_grid_ts"] if model_type == "qwen2_5_vl" else None, args["attention_mask"],
-        scheme="mrope", vision=vision, compat=compat))
+
+    def positions():
+        pos, deltas = circlerope.get_rope_index(
+            args["input_ids"], args["image_grid_thw"], args["video_grid_thw"],
+            args["second_per_grid_ts"] if model_type == "qwen2_5_vl" else None, args["attention_mask"],
+            scheme="mrope", vision=vision, compat=compat)
+        assert pos.dtype == deltas.dtype == torch.float32, "get_rope_index gives float32 in every mode"
+        # as int64 where they hold integers (exactly: they are below 2^24), to compare with transformers'
+        return tuple(t.to(torch.int64) if bool((t == t.round()).all()) else t for t in (pos, deltas))
+
+    return outcome(positions)
 
 
 def describe(case):

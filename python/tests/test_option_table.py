@@ -6,12 +6,14 @@ value carried through the package and the op to the same result as through _core
 tests/test_option_table.cpp checks the C API and the command line."""
 import dataclasses
 import inspect
+import typing
 
 import pytest
 import torch
 
 import circlerope
 from circlerope import _core
+from circlerope import config as config_module
 
 OPTIONS = _core.circle_options()  # (key, default, doc, example text)
 START, IMAGE, END = 151652, 151655, 151653
@@ -39,8 +41,17 @@ def test_the_declaration_is_not_empty_and_names_each_option_once():
 def test_circle_config_fields_are_the_declaration():
     fields = dataclasses.fields(circlerope.CircleConfig)
     assert [(f.name, f.default) for f in fields] == [(key, default) for key, default, *_ in OPTIONS]
-    for key, *_ in OPTIONS:
-        assert f"{key}:" in circlerope.CircleConfig.__doc__
+    for key, _, doc, _ in OPTIONS:
+        assert f"{key}: {doc}" in circlerope.CircleConfig.__doc__
+
+
+@pytest.mark.parametrize("config", [circlerope.CircleConfig, circlerope.VisionConfig, circlerope.RotaryConfig])
+def test_every_field_is_typed_and_its_default_fits_its_type(config):
+    hints = typing.get_type_hints(config)
+    for field in dataclasses.fields(config):
+        assert hints[field.name] is not object, f"{config.__name__}.{field.name} has no type"
+        assert config_module._fits(field.default, hints[field.name]), field.name
+        assert f"{field.name}: " in config.__doc__, field.name
 
 
 def test_the_op_schema_takes_every_option_by_name_and_type():
@@ -160,14 +171,24 @@ def rotary_given(key: str, example: str) -> dict:
     return given
 
 
+def as_fields(given: dict) -> dict:
+    """Options by key as RotaryConfig's keyword arguments."""
+    return {ROTARY_FIELD[key]: value for key, value in given.items()}
+
+
+# RotaryConfig's field of each rotary option: its key, but "frequency_layout" for "layout" (the
+# op's argument: which position axis each frequency reads).
+ROTARY_FIELD = {key: "frequency_layout" if key == "layout" else key for key in ROTARY_DEFAULTS}
+
+
 def test_rotary_config_fields_are_the_declaration():
     fields = {f.name: f.default for f in dataclasses.fields(circlerope.RotaryConfig)}
-    assert set(fields) == set(ROTARY_DEFAULTS) | {"pairing"}
+    assert set(fields) == set(ROTARY_FIELD.values()) | {"pairing"}
     for key, default in ROTARY_DEFAULTS.items():
         if key == "rotary_dim":  # None: 2 * sum(sections), the declaration's default for the default sections
             assert fields[key] is None and circlerope.RotaryConfig().dim == default
         else:
-            assert fields[key] == default, key
+            assert fields[ROTARY_FIELD[key]] == default, key
 
 
 def test_the_rotary_table_op_takes_every_rotary_option_by_name_and_type():
@@ -181,7 +202,7 @@ def test_the_rotary_table_op_takes_every_rotary_option_by_name_and_type():
                          ids=[key for key, *_ in ROTARY])
 def test_every_rotary_option_reaches_the_op(key, example):
     given = rotary_given(key, example)
-    config = circlerope.RotaryConfig(**given)
+    config = circlerope.RotaryConfig(**as_fields(given))
     # RotaryConfig carries the values to their own places in the canonical tuple (table order)
     expected = dict(ROTARY_DEFAULTS, **given)
     if "rotary_dim" not in given:

@@ -1,12 +1,15 @@
-"""The fused rotary op against the pure-PyTorch Hugging Face formula, its gradients
-(gradcheck in float64, and against autograd through the formula), and the 16-bit error bound."""
+"""The fused rotary op against the pure-PyTorch Hugging Face formula (circlerope.hf.reference), its
+gradients (gradcheck in float64, and against autograd through the formula), and the 16-bit error
+bound."""
 import itertools
 
 import pytest
 import torch
 
 import circlerope
-from conftest import hf_apply, hf_cos_sin
+import circlerope.hf
+from circlerope.hf import reference
+from conftest import hf_cos_sin
 
 START, IMAGE, END = 151652, 151655, 151653
 
@@ -39,6 +42,18 @@ def multimodal_positions(seq_len, scheme="circle", batch=1):
                                      scheme=scheme)[0]
 
 
+def rotate(q, k, position_ids, pairing="neox", qk_layout="bhsd", **settings):
+    """q and k rotated by the fused operator with the table of position_ids (rotary_table's
+    settings as keywords)."""
+    table = circlerope.rotary_table(position_ids, **settings)
+    return circlerope.apply_rotary(q, k, table, pairing=pairing, qk_layout=qk_layout)
+
+
+def hf_rotate(q, k, cos, sin, qk_layout="bhsd", pairing="neox"):
+    """transformers' formula (circlerope.hf.reference) on q and k in qk_layout."""
+    return reference.apply_rotary_pos_emb(q, k, cos, sin, 1 if qk_layout == "bhsd" else 2, pairing)
+
+
 def make_qk(batch, seq, hq, hk, head_dim, dtype, qk_layout, generator):
     def one(h):
         shape = (batch, h, seq, head_dim) if qk_layout == "bhsd" else (batch, seq, h, head_dim)
@@ -56,16 +71,16 @@ CASES = list(itertools.product(
 @pytest.mark.parametrize("dtype,pairing,freq,qk_layout", CASES,
                          ids=lambda v: str(v).replace("torch.", "") if not isinstance(v, tuple) else v[0])
 def test_rotation_equals_the_hugging_face_formula(dtype, pairing, freq, qk_layout, rng):
-    layout, sections = freq
+    frequency_layout, sections = freq
     position_ids = multimodal_positions(77, batch=2)
     q, k = make_qk(2, 77, 4, 2, 128, dtype, qk_layout, rng)
-    got_q, got_k = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=sections, theta=1e6,
-                                                      layout=layout, pairing=pairing, qk_layout=qk_layout)
+    got_q, got_k = rotate(q, k, position_ids, pairing, qk_layout, sections=sections, theta=1e6,
+                          frequency_layout=frequency_layout)
     assert got_q.dtype == dtype and got_q.shape == q.shape and got_k.shape == k.shape
     # The formula in float64 (exact angles) is the truth; 16-bit outputs are within one
     # rounding of it, like the formula's own output is within its few roundings.
-    cos, sin = hf_cos_sin(position_ids, 128, sections, 1e6, layout)
-    want_q, want_k = hf_apply(q.double(), k.double(), cos, sin, qk_layout, pairing)
+    cos, sin = hf_cos_sin(position_ids, 128, sections, 1e6, frequency_layout)
+    want_q, want_k = hf_rotate(q.double(), k.double(), cos, sin, qk_layout, pairing)
     for got, want in ((got_q, want_q), (got_k, want_k)):
         bound = within_one_rounding(want, dtype)
         assert torch.all((got.double() - want).abs() <= bound), ((got.double() - want).abs() - bound).max()
@@ -78,8 +93,8 @@ def test_float32_equals_hugging_faces_own_float32_formula_at_small_positions(rng
     assert position_ids.abs().max() < 100
     q, k = make_qk(1, 60, 16, 2, 128, torch.float32, "bhsd", rng)
     cos, sin = hf_cos_sin(position_ids, 128, angle_dtype=torch.float32)
-    want_q, want_k = hf_apply(q, k, cos, sin)
-    got_q, got_k = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    want_q, want_k = hf_rotate(q, k, cos, sin)
+    got_q, got_k = rotate(q, k, position_ids)
     assert torch.allclose(got_q, want_q, atol=FLOAT32_TOLERANCE, rtol=0)
     assert torch.allclose(got_k, want_k, atol=FLOAT32_TOLERANCE, rtol=0)
 
@@ -87,9 +102,9 @@ def test_float32_equals_hugging_faces_own_float32_formula_at_small_positions(rng
 def test_rotary_dim_below_head_dim_passes_the_rest_through(rng):
     position_ids = multimodal_positions(40)
     q, k = make_qk(1, 40, 3, 1, 80, torch.float32, "bhsd", rng)
-    got_q, got_k = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=(8, 12, 12))
+    got_q, got_k = rotate(q, k, position_ids, sections=(8, 12, 12))
     cos, sin = hf_cos_sin(position_ids, 64, (8, 12, 12))
-    want_q, want_k = hf_apply(q.double(), k.double(), cos, sin)
+    want_q, want_k = hf_rotate(q.double(), k.double(), cos, sin)
     assert torch.equal(got_q[..., 64:], q[..., 64:]) and torch.equal(got_k[..., 64:], k[..., 64:])
     assert (got_q.double() - want_q).abs().max() < FLOAT32_TOLERANCE
 
@@ -101,13 +116,13 @@ def test_strided_views_give_the_same_result_as_contiguous_copies(rng):
     q, k = qkv[:, :, :4].transpose(1, 2), qkv[:, :, 4:6].transpose(1, 2)
     assert not q.is_contiguous()
     sections = (8, 12, 12)
-    got = circlerope.apply_multimodal_rotary(q, k, position_ids, sections=sections)
-    want = circlerope.apply_multimodal_rotary(q.contiguous(), k.contiguous(), position_ids, sections=sections)
+    got = rotate(q, k, position_ids, sections=sections)
+    want = rotate(q.contiguous(), k.contiguous(), position_ids, sections=sections)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     one_head = torch.randn(1, 1, 33, 64, generator=rng)
     broadcast = one_head.expand(1, 4, 33, 64)
-    got = circlerope.apply_multimodal_rotary(broadcast, k, position_ids, sections=sections)
-    want = circlerope.apply_multimodal_rotary(broadcast.contiguous(), k, position_ids, sections=sections)
+    got = rotate(broadcast, k, position_ids, sections=sections)
+    want = rotate(broadcast.contiguous(), k, position_ids, sections=sections)
     assert torch.equal(got[0], want[0])
 
 
@@ -115,7 +130,7 @@ def test_inputs_are_not_modified(rng):
     position_ids = multimodal_positions(30)
     q, k = make_qk(1, 30, 2, 1, 128, torch.bfloat16, "bhsd", rng)
     q0, k0 = q.clone(), k.clone()
-    circlerope.apply_multimodal_rotary(q, k, position_ids)
+    rotate(q, k, position_ids)
     assert torch.equal(q, q0) and torch.equal(k, k0)
 
 
@@ -138,13 +153,13 @@ def test_gradients_equal_autograd_through_the_formula(dtype, rng):
     gq, gk = make_qk(2, 50, 4, 2, 128, dtype, "bhsd", rng)
     q.requires_grad_(True)
     k.requires_grad_(True)
-    out = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    out = rotate(q, k, position_ids)
     torch.autograd.backward(out, [gq, gk])
     got = (q.grad.double(), k.grad.double())
     assert q.grad.dtype == dtype
     q64, k64 = q.detach().double().requires_grad_(True), k.detach().double().requires_grad_(True)
     cos, sin = hf_cos_sin(position_ids, 128)
-    torch.autograd.backward(hf_apply(q64, k64, cos, sin), [gq.double(), gk.double()])
+    torch.autograd.backward(hf_rotate(q64, k64, cos, sin), [gq.double(), gk.double()])
     for ours, exact in zip(got, (q64.grad, k64.grad)):
         assert torch.all((ours - exact).abs() <= within_one_rounding(exact, dtype))
 
@@ -154,7 +169,7 @@ def test_an_unused_output_gets_zero_gradient(rng):
     q, k = make_qk(1, 40, 2, 1, 128, torch.float32, "bhsd", rng)
     q.requires_grad_(True)
     k.requires_grad_(True)
-    q_out, _ = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    q_out, _ = rotate(q, k, position_ids)
     q_out.sum().backward()
     assert k.grad is None or torch.count_nonzero(k.grad) == 0
     assert q.grad is not None and torch.count_nonzero(q.grad) > 0
@@ -166,9 +181,9 @@ def test_16_bit_error_is_within_twice_the_pure_pytorch_error(dtype, rng):
     position_ids = multimodal_positions(1024)
     q, k = make_qk(1, 1024, 16, 2, 128, dtype, "bhsd", rng)
     cos, sin = hf_cos_sin(position_ids, 128)
-    truth = hf_apply(q.double(), k.double(), cos, sin)
-    ours = circlerope.apply_multimodal_rotary(q, k, position_ids)
-    naive = hf_apply(q, k, cos.float(), sin.float())  # HF: cos/sin cast to the dtype, math in it
+    truth = hf_rotate(q.double(), k.double(), cos, sin)
+    ours = rotate(q, k, position_ids)
+    naive = hf_rotate(q, k, cos.float(), sin.float())  # HF: cos/sin cast to the dtype, math in it
     ours_err = max((o.double() - t).abs().max().item() for o, t in zip(ours, truth))
     naive_err = max((n.double() - t).abs().max().item() for n, t in zip(naive, truth))
     print(f"{dtype}: circlerope max error {ours_err:.3e}, pure PyTorch {naive_err:.3e}")
@@ -190,23 +205,34 @@ def test_adjoint_identity_of_the_fused_backward(rng):
     assert abs(lhs - rhs) <= 1e-5 * (x.numel() ** 0.5)
 
 
-def test_cos_sin_reproduce_the_table_in_hugging_faces_format(rng):
+def test_the_table_holds_the_exact_cos_and_sin_halves(rng):
+    # cos, sin = table.chunk(2, -1): the exact angles' cosines and sines, rounded once
     position_ids = multimodal_positions(40)
     table = circlerope.rotary_table(position_ids)
-    cos, sin = circlerope.cos_sin(table)
+    cos, sin = (torch.cat([half, half], -1) for half in table.chunk(2, -1))
     want_cos, want_sin = hf_cos_sin(position_ids, 128)
     assert cos.shape == (1, 40, 128)
     assert (cos.double() - want_cos).abs().max() < 1e-7 and (sin.double() - want_sin).abs().max() < 1e-7
+
+
+def test_hugging_faces_cos_sin_rotate_as_the_table_does(rng):
+    # circlerope.hf.rotary_cos_sin (transformers' float32 angles), sections picked, through
+    # transformers' formula: the fused rotation within float32 rounding at positions < 100
+    position_ids = multimodal_positions(40)
+    assert position_ids.abs().max() < 100
+    cos, sin = (reference.select_sections(t, (16, 24, 24))
+                for t in circlerope.hf.rotary_cos_sin(position_ids, head_dim=128, rope_theta=1e6))
     q, k = make_qk(1, 40, 2, 1, 128, torch.float32, "bhsd", rng)
-    via_hf = hf_apply(q, k, cos, sin)
-    fused = circlerope.apply_rotary(q, k, table)
+    via_hf = hf_rotate(q, k, cos, sin)
+    fused = circlerope.apply_rotary(q, k, circlerope.rotary_table(position_ids))
     assert torch.allclose(via_hf[0], fused[0], atol=FLOAT32_TOLERANCE, rtol=0)
+    assert torch.allclose(via_hf[1], fused[1], atol=FLOAT32_TOLERANCE, rtol=0)
 
 
 def test_one_dimensional_position_ids_mean_plain_rope(rng):
     pos = torch.arange(25, dtype=torch.float32).view(1, 25)
-    a = circlerope.rotary_table(pos, layout="single", rotary_dim=64)
-    b = circlerope.rotary_table(pos.unsqueeze(0).expand(3, 1, 25), layout="single", rotary_dim=64)
+    a = circlerope.rotary_table(pos, frequency_layout="single", rotary_dim=64)
+    b = circlerope.rotary_table(pos.unsqueeze(0).expand(3, 1, 25), frequency_layout="single", rotary_dim=64)
     assert torch.equal(a, b) and a.shape == (1, 25, 64)
 
 
@@ -216,9 +242,9 @@ def test_threads_do_not_change_the_result(rng):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = circlerope.apply_multimodal_rotary(q, k, position_ids)
+        one = rotate(q, k, position_ids)
         torch.set_num_threads(max(2, before))
-        many = circlerope.apply_multimodal_rotary(q, k, position_ids)
+        many = rotate(q, k, position_ids)
     finally:
         torch.set_num_threads(before)
     assert torch.equal(one[0], many[0]) and torch.equal(one[1], many[1])
@@ -235,7 +261,7 @@ def test_the_operators_work_from_torchscript(rng):
     position_ids = multimodal_positions(40)
     q, k = make_qk(1, 40, 4, 2, 128, torch.float32, "bhsd", rng)
     got = rotate(q, k, position_ids)
-    want = circlerope.apply_multimodal_rotary(q, k, position_ids)
+    want = rotate(q, k, position_ids)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
@@ -247,7 +273,7 @@ def test_version_comes_from_the_build():
 def test_empty_sequences_rotate_and_differentiate(dtype):
     q = torch.zeros(1, 4, 0, 128, dtype=dtype, requires_grad=True)
     k = torch.zeros(1, 2, 0, 128, dtype=dtype, requires_grad=True)
-    q_out, k_out = circlerope.apply_multimodal_rotary(q, k, torch.zeros(3, 1, 0))
+    q_out, k_out = rotate(q, k, torch.zeros(3, 1, 0))
     (q_out.sum() + k_out.sum()).backward()
     assert q_out.shape == q.shape and q.grad.shape == q.shape
     position_ids, rope_deltas = circlerope.get_rope_index(torch.zeros(2, 0, dtype=torch.long))

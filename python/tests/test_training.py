@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import circlerope
-from conftest import hf_apply, hf_cos_sin
+from circlerope.hf import reference
+from conftest import hf_cos_sin
 
 START, IMAGE, END = 151652, 151655, 151653
 VOCAB, DIM, HEADS, KV_HEADS, HEAD_DIM = 97, 64, 4, 2, 16
@@ -90,7 +91,7 @@ def test_training_with_the_op_gives_the_losses_of_the_pure_pytorch_formula():
     def pure_rotation(scheme):
         position_ids, _ = circlerope.get_rope_index(ids[:, :-1], grids, scheme=scheme)
         cos, sin = hf_cos_sin(position_ids, 2 * sum(SECTIONS), SECTIONS)
-        return lambda q, k: hf_apply(q, k, cos.float(), sin.float())
+        return lambda q, k: reference.apply_rotary_pos_emb(q, k, cos.float(), sin.float())
 
     pure = [pure_rotation("circle"), pure_rotation("mrope")]
     fused_losses = train(fused_model, ids, fused)
@@ -109,5 +110,6 @@ def test_the_two_geometries_really_differ_in_the_toy():
     # Guard against a test that cannot fail: the layers' tables are not the same angles.
     generator = torch.Generator().manual_seed(3)
     ids, grids = batch(generator)
-    angles = circlerope.RotaryEmbedding("alternate", 2, rotary=circlerope.RotaryConfig(sections=SECTIONS))(ids, grids)
+    angles = circlerope.RotaryEmbedding(circlerope.AgePlan("alternate", 2),
+                                        rotary=circlerope.RotaryConfig(sections=SECTIONS))(ids, grids)
     assert not torch.equal(angles.table(0), angles.table(1))

@@ -9,7 +9,8 @@ config.json} at 063fb2c4, and the same code in modelscope/ms-swift circle_rope/ 
 
 from_official_config(d, num_layers) gives (CircleConfig, AgePlan or None); to_official_config
 is the inverse. A key or value that the official code would treat differently from what we
-compute raises ValueError naming it; nothing is dropped silently.
+compute raises ValueError naming it (TypeError for an argument of the wrong type: a circle_rope that is
+no dict, a CircleConfig or AgePlan that is none); nothing is dropped silently.
 
 key               official default   meaning here
 ----------------  -----------------  ------------------------------------------------------
@@ -58,7 +59,9 @@ import numbers
 from decimal import Decimal
 from typing import Mapping, Optional, Tuple
 
-from . import AgePlan, CircleConfig, _shown
+from .._checks import integer, shown
+from ..age import AgePlan
+from ..config import CircleConfig
 
 OFFICIAL_LAYERS = 36  # the length of the official AGE lists
 AGE_MODES = {"strategy_2": "lower", "strategy_3": "upper", "strategy_4": "alternate"}
@@ -66,7 +69,7 @@ KEYS = ("radius", "alpha", "method", "AGE_mode", "move_to_origin", "move_to_posi
 
 
 def _fail(key: str, value, why: str):
-    raise ValueError(f"circle_rope[{_shown(key)}] = {_shown(value)}: {why}")
+    raise ValueError(f"circle_rope[{shown(key)}] = {shown(value)}: {why}")
 
 
 def _is_number(value) -> bool:
@@ -150,9 +153,7 @@ def _move_to_positive(value):
 
 
 def _layers(num_layers) -> int:
-    if isinstance(num_layers, bool) or not isinstance(num_layers, numbers.Integral) or num_layers < 1:
-        raise ValueError(f"num_layers must be an integer >= 1, got {_shown(num_layers)}")
-    return int(num_layers)
+    return integer(num_layers, "num_layers", 1)
 
 
 def from_official_config(circle_rope: Mapping, num_layers: int) -> Tuple[CircleConfig, Optional[AgePlan]]:
@@ -160,11 +161,11 @@ def from_official_config(circle_rope: Mapping, num_layers: int) -> Tuple[CircleC
     layer uses Circle-RoPE. num_layers: the model's num_hidden_layers. Raises ValueError for
     keys or values the official code would read differently (see the module docstring)."""
     if not isinstance(circle_rope, Mapping):
-        raise ValueError(f"circle_rope must be a dict, got {_shown(circle_rope)}")
+        raise TypeError(f"circle_rope must be a dict (got {shown(circle_rope)})")
     layers = _layers(num_layers)
     for key in circle_rope:
         if not isinstance(key, str) or key not in KEYS:
-            raise ValueError(f"circle_rope[{_shown(key)}]: not a key of the official Circle-RoPE config (expected "
+            raise ValueError(f"circle_rope[{shown(key)}]: not a key of the official Circle-RoPE config (expected "
                              f"{', '.join(KEYS)})")
 
     method = circle_rope.get("method", "circle")
@@ -173,7 +174,7 @@ def from_official_config(circle_rope: Mapping, num_layers: int) -> Tuple[CircleC
     ring = method == "circle"
     for key in ("radius", "alpha"):
         if ring and key not in circle_rope:
-            raise ValueError(f"circle_rope[{_shown(key)}] is absent: the official code then uses -1, which "
+            raise ValueError(f"circle_rope[{shown(key)}] is absent: the official code then uses -1, which "
                              "CircleConfig cannot express; write it out")
     dff_rate = _dff_rate(circle_rope.get("dff_rate"))
     if not ring:
@@ -208,7 +209,7 @@ def to_official_config(circle: CircleConfig, plan: Optional[AgePlan] = None) -> 
     """The official `circle_rope` dict for a CircleConfig and an AGE plan (None: every layer
     Circle-RoPE). Raises ValueError for a plan the official format cannot name."""
     if not isinstance(circle, CircleConfig):
-        raise ValueError(f"circle must be a circlerope.CircleConfig, got {type(circle).__name__}")
+        raise TypeError(f"circle must be a circlerope.CircleConfig (got {shown(type(circle).__name__)})")
     radius = circle.radius
     if isinstance(radius, str):  # CircleConfig checked it: "auto" or "auto-k"
         radius = radius if radius == "auto" else f"auto-{_positional(float(radius[5:]))}"
@@ -223,14 +224,14 @@ def to_official_config(circle: CircleConfig, plan: Optional[AgePlan] = None) -> 
         if shift == "auto":
             out["move_to_positive"] = "auto"
         elif shift != "false":
-            raise ValueError(f"move_to_positive {_shown(shift)} is not a CircleConfig value")
+            raise ValueError(f"move_to_positive {shown(shift)} is not a CircleConfig value")
     elif shift is not None and shift is not False and float(shift) != 0:
         out["move_to_positive"] = float(shift)
 
     if plan is None:
         return out
     if not isinstance(plan, AgePlan):
-        raise ValueError(f"plan must be a circlerope.AgePlan or None, got {type(plan).__name__}")
+        raise TypeError(f"plan must be a circlerope.AgePlan or None (got {shown(type(plan).__name__)})")
     if set(plan.pattern) == {"C"}:
         return out  # no AGE_mode: every layer Circle-RoPE, at any layer count
     for mode, name in AGE_MODES.items():

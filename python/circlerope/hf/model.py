@@ -54,17 +54,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import sys
 import weakref
 from typing import List, Optional
 
 import torch
 
-from . import _MAX_TOKENS, AgePlan, CircleConfig, RotaryConfig, VisionConfig, _shown, _tensor, get_rope_index
+from .. import rotary as circlerope_rotary
+from .._checks import MAX_TOKENS, flag, shown, tensor
+from .._ops import fused_device
+from ..age import AgePlan
+from ..config import CircleConfig, RotaryConfig, VisionConfig
+from ..positions import get_rope_index
+from . import compat as hf_compat
+from .official import from_official_config
 
-# The package itself: rotary_table and apply_rotary are looked up on it at each call, so that a
-# spy (or a wrapper) set on circlerope sees the calls a switched model makes.
-_package = sys.modules[__package__]
+# rotary_table and apply_rotary are looked up on circlerope.rotary at each call, so that a spy (or
+# a wrapper) set there sees the calls a switched model makes.
 
 Tensor = torch.Tensor
 
@@ -168,13 +173,14 @@ def _fused_rotate(q, k, mark: _FusedTable, signature, args, kwargs):
                              f"its release's function does not take: {e}") from None
     unsqueeze_dim = bound.get("unsqueeze_dim", 1)
     if unsqueeze_dim not in (1, 2) or isinstance(unsqueeze_dim, bool):
-        raise ValueError(f"unsqueeze_dim {_shown(unsqueeze_dim)}: the fused rotation takes q and k as [B, H, S, D] "
+        raise ValueError(f"unsqueeze_dim {shown(unsqueeze_dim)}: the fused rotation takes q and k as [B, H, S, D] "
                          "(1) or [B, S, H, D] (2)")
     sections = bound.get("mrope_section")
     if sections is not None and [int(x) for x in sections] != list(mark.sections):
-        raise ValueError(f"the attention rotates with mrope_section {_shown(list(sections))}, but the table of the "
+        raise ValueError(f"the attention rotates with mrope_section {shown(list(sections))}, but the table of the "
                          f"model switched with rotation='fused' was built with {list(mark.sections)}")
-    return _package.apply_rotary(q, k, mark.table, pairing="neox", qk_layout="bhsd" if unsqueeze_dim == 1 else "bshd")
+    return circlerope_rotary.apply_rotary(q, k, mark.table, pairing="neox",
+                                          qk_layout="bhsd" if unsqueeze_dim == 1 else "bshd")
 
 
 def _dispatcher(original):
@@ -230,8 +236,6 @@ def _parts(model):
     """(holder of get_rope_index, text model) of a Qwen2-VL / Qwen2.5-VL model of any release:
     4.49-4.51 keep get_rope_index on the ForConditionalGeneration and the text model at .model;
     4.52 on keep both inside .model (get_rope_index) and .model.language_model."""
-    from . import hf  # noqa: PLC0415 (hf imports this module)
-
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type == "qwen3_vl_moe":
@@ -241,7 +245,7 @@ def _parts(model):
                          "load the checkpoint as qwen2_5_vl; its config's circle_rope dict is then read by "
                          "circlerope.hf.apply(model)")
     if model_type != "qwen3_vl":
-        hf._model_type(config)
+        hf_compat.model_type(config)
     inner = getattr(model, "model", None)
     holder = next((m for m in (model, inner) if m is not None and callable(getattr(m, "get_rope_index", None))), None)
     text = None
@@ -281,20 +285,18 @@ def _fused_rotary(config, rotary, qwen3: bool) -> RotaryConfig:
     rope_theta and head dimension from the config, Qwen3-VL's interleaved layout. Refused unless
     the embedding computes the default rope type's angles (attention_scaling 1, the default
     inverse frequencies): a scaled or dynamic rope type is not a table of theta^(-2i/D)."""
-    from . import hf  # noqa: PLC0415
-
     rope_type = getattr(rotary, "rope_type", "default")
     scaling = getattr(rotary, "attention_scaling", 1.0)
     if not isinstance(rope_type, str) or rope_type not in ("default", "mrope"):
         raise ValueError(f"rotation='fused' builds the default rope type's angles, but this model's rope_type is "
-                         f"{_shown(rope_type)}: use rotation='transformers'")
+                         f"{shown(rope_type)}: use rotation='transformers'")
     if not isinstance(scaling, (int, float)) or scaling != 1.0:
         raise ValueError(f"rotation='fused' rotates without scaling cos and sin, but this model's rotary "
-                         f"attention_scaling is {_shown(scaling)}: use rotation='transformers'")
-    base = hf.rotary_config(config)
+                         f"attention_scaling is {shown(scaling)}: use rotation='transformers'")
+    base = hf_compat.rotary_config(config)
     sections = getattr(rotary, "mrope_section", None)
-    sections = base.sections if sections is None else tuple(hf._sections(sections, "rotary mrope_section"))
-    cfg = RotaryConfig(sections=sections, theta=base.theta, layout="interleaved" if qwen3 else "chunked",
+    sections = base.sections if sections is None else hf_compat.mrope_section(sections, "rotary mrope_section")
+    cfg = RotaryConfig(sections=sections, theta=base.theta, frequency_layout="interleaved" if qwen3 else "chunked",
                        rotary_dim=base.rotary_dim)
     inv_freq = getattr(rotary, "inv_freq", None)
     if isinstance(inv_freq, torch.Tensor) and inv_freq.device.type != "meta":
@@ -333,9 +335,7 @@ def _opens_block(input_ids: Tensor, vision: VisionConfig) -> bool:
 
 
 def _token_types(input_ids: Tensor, vision: VisionConfig) -> Tensor:
-    from . import hf  # noqa: PLC0415
-
-    return hf._expected_token_types(input_ids, None, vision)
+    return hf_compat.expected_token_types(input_ids, None, vision)
 
 
 def _filler(vision: VisionConfig) -> int:
@@ -348,8 +348,9 @@ def _mask_2d(mask, input_ids: Tensor) -> Optional[Tensor]:
         return None
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape != input_ids.shape:
         shape = list(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(f"attention_mask {shape}: a model switched by circlerope.hf needs the 2-D [batch, seq] "
-                         f"mask of input_ids {list(input_ids.shape)} (or none) to place its prompt tokens")
+        raise (ValueError if isinstance(mask, torch.Tensor) else TypeError)(
+            f"attention_mask {shape}: a model switched by circlerope.hf needs the 2-D [batch, seq] "
+            f"mask of input_ids {list(input_ids.shape)} (or none) to place its prompt tokens")
     return mask
 
 
@@ -402,9 +403,10 @@ def _carried(value, switch: _Switch, shape) -> Tensor:
     """pack()'s circlerope_positions (int64 holding float32 bit patterns, [G, 3, B, S])."""
     want = [len(switch.schemes), 3, *shape]
     if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or list(value.shape) != want:
-        got = f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor) else _shown(value)
-        raise ValueError(f"circlerope_positions must be the int64 {want} tensor circlerope.hf.pack makes for this "
-                         f"model's geometries {list(switch.schemes)}, got {got}")
+        got = f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor) else shown(value)
+        raise (ValueError if isinstance(value, torch.Tensor) else TypeError)(
+            f"circlerope_positions must be the int64 {want} tensor circlerope.hf.pack makes for this "
+            f"model's geometries {list(switch.schemes)}, got {got}")
     return value.to("cpu", torch.int32).view(torch.float32)
 
 
@@ -513,7 +515,7 @@ def _fused_pair(fused: _FusedRotation, x: Tensor, positions: Tensor):
     as the release's rotation function takes cos and sin (the table's angles in x's dtype,
     halves repeated; [3, B, S, D] with every axis the same where it picks sections itself),
     each tensor marked with the table for the dispatcher."""
-    table = _package.rotary_table(positions, fused.rotary)
+    table = circlerope_rotary.rotary_table(positions, fused.rotary)
     cos, sin = (torch.cat((half, half), -1).to(x.dtype) for half in table.chunk(2, -1))
     if fused.multimodal:
         cos, sin = cos.expand(3, *cos.shape), sin.expand(3, *sin.shape)
@@ -531,7 +533,7 @@ def _rotary_forward(switch: _Switch, original):
                                "own forward (call the model, not its text model)")
         positions = call.positions.to(x.device)
         if switch.fused is not None:
-            if not _package._fused_device(x):
+            if not fused_device(x):
                 raise ValueError(f"rotation='fused': the model runs on {x.device}, for which this circlerope has no "
                                  "fused kernels (CPU, and CUDA when built with CIRCLEROPE_CUDA=ON): use "
                                  "rotation='transformers'")
@@ -587,27 +589,26 @@ def _generate(switch: _Switch, original, accepts_token_types: bool):
 
 def _geometry_from_config(config, layers: int):
     """(scheme, circle, age, official_decode) from config.circlerope (what apply() stores), or
-    from the official code's config.circle_rope dict (_hf_official: its quirks)."""
+    from the official code's config.circle_rope dict (circlerope.hf.official: its quirks)."""
     saved = getattr(config, CONFIG_KEY, None)
     official = getattr(config, "circle_rope", None)
     if saved is None and official is not None:
-        from ._hf_official import from_official_config  # noqa: PLC0415
-
         circle, plan = from_official_config(official, layers)
         return "circle", circle, plan, False
     if saved is None:
-        raise ValueError("circlerope.hf.apply(model) without a scheme reads the geometry that save_pretrained stored in "
-                         f"config.{CONFIG_KEY} (or the official code's config.circle_rope), and this config has "
-                         "neither: pass scheme= (and age=)")
+        raise ValueError("circlerope.hf.apply(model) without a scheme reads the geometry that save_pretrained "
+                         f"stored in config.{CONFIG_KEY} (or the official code's config.circle_rope), and this "
+                         "config has neither: pass scheme= (and age=)")
     if not isinstance(saved, dict) or "scheme" not in saved:
-        raise ValueError(f"config.{CONFIG_KEY} = {_shown(saved)} is not a geometry circlerope.hf.apply wrote")
+        raise ValueError(f"config.{CONFIG_KEY} = {shown(saved)} is not a geometry circlerope.hf.apply wrote")
     circle = CircleConfig(**saved.get("circle") or {})
     return saved["scheme"], circle, saved.get("age"), bool(saved.get("official_decode", False))
 
 
 def _check_rotation(rotation) -> str:
     if not isinstance(rotation, str) or rotation not in _ROTATIONS:
-        raise ValueError(f"rotation {_shown(rotation)} (expected one of {', '.join(_ROTATIONS)})")
+        raise (ValueError if isinstance(rotation, str) else TypeError)(
+            f"rotation {shown(rotation)} (expected one of {', '.join(_ROTATIONS)})")
     return rotation
 
 
@@ -622,7 +623,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         or "unordered". None: the geometry saved in the model's config (save_pretrained of a
         switched model stores it in config.circlerope), or else the official code's
         config.circle_rope dict (a checkpoint fine-tuned with the authors' code; mapped by
-        circlerope._hf_official, which documents its quirks and refuses what it cannot
+        circlerope.hf.official, which documents its quirks and refuses what it cannot
         reproduce).
     circle: circlerope.CircleConfig (the paper's setting by default).
     age: None (every layer on `scheme`), or a geometry per layer: an AgePlan, or its spec
@@ -643,13 +644,12 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
             rope type (attention_scaling 1): other rope types are refused. The module docstring
             says how it reaches the layers.
     """
-    from . import hf  # noqa: PLC0415
-
     if getattr(model, _ATTR, None) is not None:
-        raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) first")
-    official_decode = hf._flag(official_decode, "official_decode")
+        raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) "
+                         "first")
+    official_decode = flag(official_decode, "official_decode")
     rotation = _check_rotation(rotation)
-    compat = hf._check_compat(compat)
+    compat = hf_compat.release_compat(compat)
     holder, text = _parts(model)
     config = model.config
     layers = len(text.layers)
@@ -659,7 +659,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         official_decode = official_decode or saved_official
     if age is not None:
         if scheme is not None and (not isinstance(scheme, str) or scheme != "circle"):
-            raise ValueError(f"scheme={_shown(scheme)} with age={_shown(age)}: an AGE plan names each layer's geometry "
+            raise ValueError(f"scheme={shown(scheme)} with age={shown(age)}: an AGE plan names each layer's geometry "
                              "itself")
         plan = age if isinstance(age, AgePlan) else AgePlan(age, layers)
         if len(plan) != layers:
@@ -668,13 +668,14 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     else:
         plan = None
         if not isinstance(scheme, str) or scheme not in _SCHEMES:
-            raise ValueError(f"scheme {_shown(scheme)} (expected one of {', '.join(_SCHEMES)})")
+            raise (ValueError if isinstance(scheme, str) else TypeError)(
+                f"scheme {shown(scheme)} (expected one of {', '.join(_SCHEMES)})")
         per_layer = [scheme] * layers
     schemes = tuple(dict.fromkeys(per_layer))
     if official_decode and "circle" not in schemes:
         raise ValueError("official_decode=True puts every layer on Circle-RoPE while decoding, but no layer uses it")
     if circle is not None and not isinstance(circle, CircleConfig):
-        raise ValueError(f"circle must be a circlerope.CircleConfig, got {_shown(circle)}")
+        raise TypeError(f"circle must be a circlerope.CircleConfig (got {shown(circle)})")
     # Qwen3-VL's get_rope_index is its release's Qwen2-VL rule on blocks of one frame (the video
     # grids split, below), so it takes its release's compat mode like the others.
     qwen3 = config.model_type == "qwen3_vl"
@@ -692,15 +693,16 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     if qwen3:
         def primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
                     mm_token_type_ids=None):
-            hf._check_token_types(mm_token_type_ids, input_ids, attention_mask, switch.vision)
-            return get_rope_index(input_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask,
-                                  scheme=schemes[switch.primary], circle=switch.circle, vision=switch.vision,
-                                  compat=compat)
+            hf_compat.check_token_types(mm_token_type_ids, input_ids, attention_mask, switch.vision)
+            return hf_compat.transformers_dtypes(schemes[switch.primary], *get_rope_index(
+                input_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask,
+                scheme=schemes[switch.primary], circle=switch.circle, vision=switch.vision, compat=compat))
         get_rope_index(torch.zeros(1, 1, dtype=torch.int64), scheme=schemes[switch.primary], circle=switch.circle,
                        vision=switch.vision, compat=compat)  # validates the settings now
         doc = f"circlerope positions ({schemes[switch.primary]}) with Qwen3-VL's get_rope_index signature ({compat})"
     else:
-        primary_fn = hf.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle, compat=compat)
+        primary_fn = hf_compat.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle,
+                                             compat=compat)
         primary, doc = primary_fn.compute, primary_fn.__doc__
 
     def compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
@@ -715,7 +717,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         return result
 
     # Qwen3-VL's signature is Qwen2-VL's (no second_per_grid_ts).
-    fn = hf._with_signature(compute, compat, config.model_type in ("qwen2_vl", "qwen3_vl"))
+    fn = hf_compat.with_signature(compute, compat, config.model_type in ("qwen2_vl", "qwen3_vl"))
     fn.__doc__, fn.compat, fn.scheme = doc, compat, schemes[switch.primary]
     _set(switch, holder, "get_rope_index", fn)
     _set(switch, model, "forward", _outer_forward(switch, model.forward))
@@ -773,15 +775,16 @@ def from_pretrained(model_class, path, *, rotation: str = "transformers", **kwar
     config.circle_rope) with apply(model, rotation=rotation); unswitched when it names none, which
     rotation="fused" refuses (it needs a switched model: apply(model, scheme, rotation="fused"))."""
     if not callable(getattr(model_class, "from_pretrained", None)):
-        raise ValueError(f"model_class must be a transformers model class (with from_pretrained), got {_shown(model_class)}")
+        raise TypeError(f"model_class must be a transformers model class (with from_pretrained) (got "
+                        f"{shown(model_class)})")
     rotation = _check_rotation(rotation)
     model = model_class.from_pretrained(path, **kwargs)
     if getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
         apply(model, rotation=rotation)
     elif rotation != "transformers":
-        raise ValueError(f"rotation={_shown(rotation)}: the config at {_shown(str(path))} names no circlerope "
+        raise ValueError(f"rotation={shown(rotation)}: the config at {shown(str(path))} names no circlerope "
                          "geometry, so the model is not switched; switch it with circlerope.hf.apply(model, scheme, "
-                         f"rotation={_shown(rotation)})")
+                         f"rotation={shown(rotation)})")
     return model
 
 
@@ -804,17 +807,15 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     - the concatenated grids, pixels and labels;
     - with flash_attention_kwargs, the cu_seq_lens_q/k and max_length_q/k of flash-attention's
       varlen path (not run here: no flash-attention on a CPU)."""
-    from . import hf  # noqa: PLC0415
-
     switch = getattr(model, _ATTR, None)
     if switch is None:
         raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
-    flash_attention_kwargs = hf._flag(flash_attention_kwargs, "flash_attention_kwargs")
+    flash_attention_kwargs = flag(flash_attention_kwargs, "flash_attention_kwargs")
     import transformers  # noqa: PLC0415
 
     v5 = int(transformers.__version__.split(".")[0]) >= 5
     if not isinstance(samples, (list, tuple)):
-        raise ValueError(f"samples must be a list of dicts (one per sample), got {_shown(samples)}")
+        raise TypeError(f"samples must be a list of dicts (one per sample) (got {shown(samples)})")
     if not samples:
         raise ValueError("circlerope.hf.pack: no samples")
     ids, text_rows, positions, lengths = [], [], [], []
@@ -822,12 +823,13 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     concat = {"pixel_values": [], "pixel_values_videos": [], "labels": []}
     for n, sample in enumerate(samples):
         if not isinstance(sample, dict) or "input_ids" not in sample:
-            raise ValueError(f"sample {n} must be a dict with input_ids, got {_shown(sample)}")
-        row = _tensor(sample["input_ids"], f"sample {n} input_ids", required=True)
+            raise (TypeError if not isinstance(sample, dict) else ValueError)(
+                f"sample {n} must be a dict with input_ids (got {shown(sample)})")
+        row = tensor(sample["input_ids"], f"sample {n} input_ids", required=True)
         if row.is_floating_point() or row.is_complex():
             raise ValueError(f"sample {n} input_ids must hold integers, got {row.dtype}")
-        if row.numel() > _MAX_TOKENS:
-            raise ValueError(f"sample {n} has {row.numel()} tokens, more than {_MAX_TOKENS}, the limit of one call")
+        if row.numel() > MAX_TOKENS:
+            raise ValueError(f"sample {n} has {row.numel()} tokens, more than {MAX_TOKENS}, the limit of one call")
         row = row.reshape(1, -1).to(torch.int64)
         if row.size(1) == 0:
             raise ValueError(f"sample {n} has no tokens")
@@ -844,7 +846,7 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
             grids["second_per_grid_ts"].append(torch.as_tensor(sec, dtype=torch.float32).reshape(-1))
         for key in concat:
             if sample.get(key) is not None:
-                value = _tensor(sample[key], f"sample {n} {key}")
+                value = tensor(sample[key], f"sample {n} {key}")
                 if key == "labels":
                     if value.numel() != row.size(1):
                         raise ValueError(f"sample {n} labels has shape {list(value.shape)}: one label per token "
@@ -855,7 +857,8 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
                     patches = 0 if grid is None else int(torch.as_tensor(grid, dtype=torch.int64).prod(-1).sum())
                     if value.dim() != 2 or value.size(0) != patches:
                         raise ValueError(f"sample {n} {key} has shape {list(value.shape)}: a row per patch of its "
-                                         f"{'image' if key == 'pixel_values' else 'video'}_grid_thw ({patches}) expected")
+                                         f"{'image' if key == 'pixel_values' else 'video'}_grid_thw ({patches}) "
+                                         "expected")
                 concat[key].append(value)
     all_pos = torch.cat(positions, dim=3)
     text_row = torch.cat(text_rows).view(1, 1, -1)
