@@ -1,4 +1,5 @@
-"""Arms: a per-layer geometry plan (AGE), the Circle-RoPE setting and a frequency layout.
+"""Arms: a per-layer geometry plan (AGE), the Circle-RoPE setting and a frequency layout (which
+position axis each rotary frequency reads: circlerope.RotaryConfig.frequency_layout).
 
 Named arms (used verbatim in every output):
 
@@ -11,9 +12,9 @@ Named arms (used verbatim in every output):
     circle-interleaved  Circle-RoPE, interleaved frequencies
 
 Any other arm is a spec of key=value items joined by ':' (its name is the spec itself):
-    plan=CCMM:r=5:a=0.25:layout=interleaved
+    plan=CCMM:r=5:a=0.25:frequency_layout=interleaved
 plan is an AGE plan (all/lower/upper/alternate or a C/M/V/U pattern), r the radius (a number
-or auto / auto-k), a alpha, layout chunked or interleaved.
+or auto / auto-k), a alpha, frequency_layout chunked or interleaved.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ class Arm:
     plan: str = "M"
     radius: Union[float, str] = 10.0
     alpha: float = 0.5
-    layout: str = "chunked"
+    frequency_layout: str = "chunked"
 
     def describe(self) -> str:
-        return f"plan {self.plan}, radius {self.radius}, alpha {self.alpha}, {self.layout} frequencies"
+        return f"plan {self.plan}, radius {self.radius}, alpha {self.alpha}, {self.frequency_layout} frequencies"
 
 
 NAMED: Dict[str, Arm] = {a.name: a for a in [
@@ -40,8 +41,8 @@ NAMED: Dict[str, Arm] = {a.name: a for a in [
     Arm("mrope", plan="M"),
     Arm("circle", plan="C"),
     Arm("age-alternate", plan="alternate"),
-    Arm("mrope-interleaved", plan="M", layout="interleaved"),
-    Arm("circle-interleaved", plan="C", layout="interleaved"),
+    Arm("mrope-interleaved", plan="M", frequency_layout="interleaved"),
+    Arm("circle-interleaved", plan="C", frequency_layout="interleaved"),
 ]}
 ALL = list(NAMED)
 
@@ -52,7 +53,7 @@ def parse_arm(spec: str) -> Arm:
         return NAMED[spec]
     if "=" not in spec:
         raise ValueError(f"unknown arm '{spec}' (named arms: {', '.join(ALL)}; or a spec such as "
-                         "plan=CM:r=5:a=0.5:layout=interleaved)")
+                         "plan=CM:r=5:a=0.5:frequency_layout=interleaved)")
     fields: Dict[str, object] = {}
     for item in spec.split(":"):
         key, sep, value = item.partition("=")
@@ -67,12 +68,12 @@ def parse_arm(spec: str) -> Arm:
                 fields["radius"] = _number(spec, key, value)
         elif key == "a":
             fields["alpha"] = _number(spec, key, value)
-        elif key == "layout":
+        elif key == "frequency_layout":
             if value not in ("chunked", "interleaved"):
-                raise ValueError(f"arm '{spec}': layout '{value}' (expected chunked or interleaved)")
-            fields["layout"] = value
+                raise ValueError(f"arm '{spec}': frequency_layout '{value}' (expected chunked or interleaved)")
+            fields["frequency_layout"] = value
         else:
-            raise ValueError(f"arm '{spec}': unknown key '{key}' (expected plan, r, a, layout)")
+            raise ValueError(f"arm '{spec}': unknown key '{key}' (expected plan, r, a, frequency_layout)")
     return Arm(name=spec, **fields)
 
 

@@ -64,10 +64,10 @@ def measure(args) -> dict:
     import torch
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
-    from . import cli, data, model as model_mod
+    from . import data, model as model_mod, plan as plan_mod
     from .stream import Stream
     from .train import build_model, train_examples
-    plan = cli.resolve([args.preset, "--arms", "circle", "--no-plots"])
+    plan = plan_mod.resolve([args.preset, "--arms", "circle", "--no-plots"])
     cfg = plan.configs[0]
     out: dict = {"preset": args.preset, "batch": cfg.batch, "rounds": args.rounds}
 
@@ -212,9 +212,9 @@ def parallel(args) -> dict:
 def child_steps(args) -> None:
     import torch
     torch.set_num_threads(1)
-    from . import cli, model as model_mod
+    from . import model as model_mod, plan as plan_mod
     from .train import build_model, train_examples
-    cfg = cli.resolve([args.preset, "--arms", "circle", "--no-plots"]).configs[0]
+    cfg = plan_mod.resolve([args.preset, "--arms", "circle", "--no-plots"]).configs[0]
     batches = [model_mod.collate(train_examples(cfg, s, range(cfg.batch)), cfg.model.merge) for s in range(args.child_steps)]
     m = build_model(cfg)
     opt = torch.optim.AdamW(m.parameters(), lr=cfg.lr)
@@ -233,12 +233,12 @@ def child_steps(args) -> None:
 def predict(presets, m: dict, par: Optional[dict]) -> dict:
     """Wall time of each preset on an idle 2-core machine, two runs at a time, from the costs
     measured on m["preset"] (evaluation and content baseline scaled by sequences and samples)."""
-    from . import cli
-    ref = cli.resolve([m["preset"], "--no-plots"])
+    from . import plan as plan_mod
+    ref = plan_mod.resolve([m["preset"], "--no-plots"])
     out = {}
     slowdown = max(1.0, par["slowdown"]) if par else 1.0   # below 1 is noise: never predict a speed-up
     for name in presets:
-        plan = cli.resolve([name, "--no-plots"])
+        plan = plan_mod.resolve([name, "--no-plots"])
         cfg = plan.configs[0]
         seqs = cfg.eval_seqs / ref.configs[0].eval_seqs
         step = m["step"]["sdpa"]["cpu_s"] * slowdown + m["data"]["read_cpu_s_per_batch"]

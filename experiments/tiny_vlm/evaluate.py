@@ -13,7 +13,6 @@ baseline to --out (default: <checkpoint>/eval-<split hash>.json).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -22,7 +21,7 @@ import sys
 from typing import List, Optional
 
 from . import data
-from .cli import CliError, Parser, _grids, _int, _objects, _pair
+from .plan import CliError, Parser, parse_grids, parse_int, parse_objects, parse_pair
 
 
 def build_parser() -> Parser:
@@ -60,12 +59,12 @@ def resolve(argv: List[str]):
     layout = cfg.evals[a.split or "train"]
     change = {}
     if a.grid:
-        change["grids"] = _grids("grid", a.grid, cfg.model.merge)
+        change["grids"] = parse_grids("grid", a.grid, cfg.model.merge)
     if a.prefix:
         text = a.prefix if "," in a.prefix else f"{a.prefix},{a.prefix}"
-        change["filler"] = _pair("prefix", text)
+        change["filler"] = parse_pair("prefix", text)
     if a.gap:
-        change["gap"] = _int("gap", a.gap, 0)
+        change["gap"] = parse_int("gap", a.gap, 0)
     if a.questions:
         kinds = [k.strip() for k in a.questions.split(",")]
         unknown = [k for k in kinds if k not in data.QUESTION_TYPES]
@@ -73,22 +72,24 @@ def resolve(argv: List[str]):
             raise CliError(f"--questions {a.questions}: expected some of {','.join(data.QUESTION_TYPES)}")
         change["mix"] = tuple(1.0 if k in kinds else 0.0 for k in data.QUESTION_TYPES)
     if a.per_sequence:
-        change["questions"] = _int("per-sequence", a.per_sequence)
+        change["questions"] = parse_int("per-sequence", a.per_sequence)
     if a.question_first:
         change.update(question_first=True, questions=1)
     layout = dataclasses.replace(layout, **change)
     if layout.question_first and layout.questions != 1:
         raise CliError(f"--per-sequence {layout.questions}: a question-first sequence holds one question")
-    layout = dataclasses.replace(layout, objects=_objects(a.objects or f"{layout.objects[0]},{layout.objects[1]}",
+    layout = dataclasses.replace(layout, objects=parse_objects(a.objects or f"{layout.objects[0]},{layout.objects[1]}",
                                                           layout.grids, layout.mix))
     if layout.filler[0] < layout.gap:
         raise CliError(f"--gap {layout.gap}: more than the {layout.filler[0]} filler tokens of --prefix "
                        f"{layout.filler[0]},{layout.filler[1]} (the gap moves filler tokens, it adds none)")
     if layout.mix[2] > 0 and any(h < 2 or w < 2 for h, w in layout.grids):
         raise CliError("relation questions need grids of at least 2x2 cells")
-    seqs = _int("seqs", a.seqs) if a.seqs else cfg.eval_seqs * (cfg.train.questions if layout.question_first else 1)
-    seed = _int("seed", a.seed, 0) if a.seed else cfg.eval_seed
-    return folder, cfg, layout, seqs, seed, _int("content-samples", a.content_samples, 0), _int("threads", a.threads), a.out
+    seqs = (parse_int("seqs", a.seqs) if a.seqs
+            else cfg.eval_seqs * (cfg.train.questions if layout.question_first else 1))
+    seed = parse_int("seed", a.seed, 0) if a.seed else cfg.eval_seed
+    return (folder, cfg, layout, seqs, seed, parse_int("content-samples", a.content_samples, 0),
+            parse_int("threads", a.threads), a.out)
 
 
 def recorded_split(cfg, saved: dict, layout: data.Layout, seqs: int, seed: int) -> Optional[str]:

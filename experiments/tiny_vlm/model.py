@@ -163,7 +163,8 @@ def vision_config(cfg: ModelConfig) -> circlerope.VisionConfig:
 
 
 def rotary_config(cfg: ModelConfig, arm: Arm) -> circlerope.RotaryConfig:
-    return circlerope.RotaryConfig(sections=tuple(cfg.sections), theta=cfg.theta, layout=arm.layout)
+    return circlerope.RotaryConfig(sections=tuple(cfg.sections), theta=cfg.theta,
+                                   frequency_layout=arm.frequency_layout)
 
 
 def circle_config(arm: Arm) -> circlerope.CircleConfig:

@@ -612,13 +612,13 @@ def main(argv=None) -> int:
     """python -m tiny_vlm.report DIR: results.md, the contrasts and the plots of DIR/results.json
     again, with this version's report (the runs' numbers are not touched)."""
     import argparse
-    from . import cli
+    from .plan import resolve
     p = argparse.ArgumentParser(prog="tiny_vlm.report")
     p.add_argument("folder", help="an output folder holding results.json")
     p.add_argument("--no-plots", action="store_true")
     a = p.parse_args(argv)
     doc = load_results(a.folder)
-    plan = cli.resolve(list(doc["meta"]["argv"]) + ["--out", a.folder] + (["--no-plots"] if a.no_plots else []))
+    plan = resolve(list(doc["meta"]["argv"]) + ["--out", a.folder] + (["--no-plots"] if a.no_plots else []))
     write(plan, doc["runs"], doc["meta"], doc.get("content_baseline"), plots=not a.no_plots)
     print(f"rewrote {a.folder}/results.md and results.json" + ("" if a.no_plots else " and the plots"))
     return 0

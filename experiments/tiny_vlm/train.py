@@ -59,7 +59,10 @@ def config_from_json(d: dict) -> RunConfig:
         x["grids"] = tuple(tuple(g) for g in x["grids"])
         return data.Layout(**x)
     d = dict(d)
-    d["arm"] = Arm(**d["arm"])
+    arm = dict(d["arm"])
+    if "layout" in arm:  # the run.json files under docs/experiment name the frequency layout "layout"
+        arm["frequency_layout"] = arm.pop("layout")
+    d["arm"] = Arm(**arm)
     mc = dict(d["model"])
     mc["sections"] = tuple(mc["sections"])
     d["model"] = ModelConfig(**mc)

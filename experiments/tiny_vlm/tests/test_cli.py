@@ -14,6 +14,7 @@ from contextlib import redirect_stderr
 import pytest
 
 from tiny_vlm import cli, data
+from tiny_vlm.plan import resolve
 from tiny_vlm.arms import ALL
 
 BAD = [
@@ -63,7 +64,7 @@ def test_bad_value_exit_code_from_the_command(env):
 def test_named_arms_and_the_full_preset():
     assert ALL == ["vanilla", "unordered", "mrope", "circle", "age-alternate", "mrope-interleaved",
                    "circle-interleaved"]
-    plan = cli.resolve(["full"])
+    plan = resolve(["full"])
     primary = ["mrope", "circle", "mrope-interleaved", "circle-interleaved", "age-alternate"]
     assert plan.primary == primary and [a.name for a in plan.arms] == primary + ["vanilla", "unordered"]
     assert len(plan.seeds) >= 12          # the declared contrasts' seeds (docs/experiment.md)
@@ -126,11 +127,11 @@ def test_micro_run_writes_every_output(tmp_path, env):
 def test_fixed_seed_gives_identical_results_twice():
     import torch
     from tiny_vlm.train import train
-    plan = cli.resolve(["micro", "--arms", "age-alternate", "--steps", "3"])
+    plan = resolve(["micro", "--arms", "age-alternate", "--steps", "3"])
     a = train(plan.configs[0])
     b = train(plan.configs[0])
     assert a["loss"] == b["loss"] and a["splits"] == b["splits"] and a["curve"] == b["curve"]
-    c = train(cli.resolve(["micro", "--arms", "age-alternate", "--steps", "3", "--seeds", "4,5"]).configs[0])
+    c = train(resolve(["micro", "--arms", "age-alternate", "--steps", "3", "--seeds", "4,5"]).configs[0])
     assert c["loss"] != a["loss"]
 
 

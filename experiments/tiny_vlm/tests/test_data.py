@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tiny_vlm import data
-from tiny_vlm.cli import resolve
+from tiny_vlm.plan import resolve
 
 LAYOUT = data.Layout("train", ((6, 6), (8, 8), (6, 10)), questions=12)
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from tiny_vlm import cli
+from tiny_vlm.plan import resolve
 from tiny_vlm.train import train
 
 # Each rank makes its own half of the global batch from per-example seeds, so both runs see
@@ -28,7 +29,7 @@ def test_two_process_ddp_matches_one_process(tmp_path, env):
     assert p.returncode == 0, p.stderr[-3000:]
     run = json.loads((out / "results.json").read_text())["runs"][0]
     assert run["world_size"] == 2 and run["steps"] == 6
-    single = train(cli.resolve(argv).configs[0])
+    single = train(resolve(argv).configs[0])
     assert single["world_size"] == 1
     diff = max(abs(a - b) for a, b in zip(run["loss"], single["loss"]))
     assert len(run["loss"]) == len(single["loss"]) == 6

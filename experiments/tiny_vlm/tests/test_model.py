@@ -8,13 +8,27 @@ import dataclasses
 import pytest
 import torch
 
+from circlerope.hf import reference
 from tiny_vlm import arms, data
-from tiny_vlm.hf_rotary import hf_rotate
 from tiny_vlm.model import ATTENTION, ModelConfig, TinyVLM, causal_mask, collate, naive_attention, pack, unpack
 
 # Hugging Face computes angles in float32 (phase error up to |position| * 2^-24, ~1e-5 rad
 # here), we in double: the hidden states of a 4-layer float32 model then agree to ~1e-6.
 TOLERANCE = 1e-4
+
+
+def hf_rotate(model, angles, frequency_layout=None):
+    """rotate(layer, q, k) for TinyVLM.hidden: the layer's geometry from the plan, Hugging Face's
+    rotary embedding (float32 angles), section selection (the arm's frequency layout, or
+    `frequency_layout`) and formula, from circlerope.hf.reference."""
+    cfg = model.cfg
+
+    def rotate(layer, q, k):  # q, k [B, S, H, D]
+        pos = angles.position_ids[model.plan.layer_scheme(layer)]
+        cos, sin = (reference.select_sections(t, cfg.sections, frequency_layout or model.arm.frequency_layout)
+                    for t in reference.rotary_embedding(pos, cfg.head_dim, cfg.theta))
+        return reference.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
+    return rotate
 
 
 def batch(seed=0, n=6, long=False):
@@ -37,9 +51,9 @@ def test_op_attention_equals_hugging_face_formula(arm):
     # The comparison can fail: the other frequency layout changes the attention of every
     # geometry that moves patches off the text diagonal.
     if model.arm.plan not in ("V", "U"):
-        other = "interleaved" if model.arm.layout == "chunked" else "chunked"
+        other = "interleaved" if model.arm.frequency_layout == "chunked" else "chunked"
         with torch.no_grad():
-            wrong = model.hidden(b, rotate=hf_rotate(model, angles, layout=other))
+            wrong = model.hidden(b, rotate=hf_rotate(model, angles, frequency_layout=other))
         assert (ours - wrong)[real].abs().max().item() > 100 * TOLERANCE
 
 
@@ -194,10 +208,10 @@ def test_the_gap_moves_every_question_k_111_from_the_image(scheme):
 
 
 def test_a_seeds_stream_is_made_once_and_read_by_the_other_runs(tmp_path):
-    from tiny_vlm import cli
+    from tiny_vlm.plan import resolve
     from tiny_vlm.stream import Stream
     from tiny_vlm.train import train_examples
-    plan = cli.resolve(["micro", "--steps", "120", "--no-plots"])
+    plan = resolve(["micro", "--steps", "120", "--no-plots"])
     cfg = plan.configs[0]
     make = lambda step: train_examples(cfg, step, range(cfg.batch))  # noqa: E731
     first, second = Stream(str(tmp_path), cfg, make), Stream(str(tmp_path), cfg, make)
@@ -217,10 +231,10 @@ def test_a_claim_left_by_a_dead_run_is_taken_over(tmp_path):
     import os
     import subprocess
     import sys
-    from tiny_vlm import cli
+    from tiny_vlm.plan import resolve
     from tiny_vlm.stream import Stream
     from tiny_vlm.train import train_examples
-    cfg = cli.resolve(["micro", "--no-plots"]).configs[0]
+    cfg = resolve(["micro", "--no-plots"]).configs[0]
     s = Stream(str(tmp_path), cfg, lambda step: train_examples(cfg, step, range(cfg.batch)))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     with open(os.path.join(s.dir, "chunk00000.pt.claim"), "w") as f:
