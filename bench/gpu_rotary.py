@@ -48,6 +48,7 @@ import time
 import torch
 
 import circlerope
+from circlerope.hf import reference as hf_reference
 
 SECTIONS, THETA, HEAD_DIM = (16, 24, 24), 1e6, 128
 MODELS = {"3B": (16, 2), "7B": (28, 4)}
@@ -78,23 +79,11 @@ def request(seq):
 def hf_cos_sin_3d(position_ids):
     """Qwen2-VL's rotary embedding output: cos/sin [3, B, S, D] in float32, every frequency on
     every axis, halves repeated (transformers 4.x; what Liger's kernel takes)."""
-    inv = 1.0 / (THETA ** (torch.arange(0, HEAD_DIM, 2, dtype=torch.float32, device=position_ids.device) / HEAD_DIM))
-    freqs = position_ids[..., None].float() * inv
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
+    return hf_reference.rotary_embedding(position_ids, HEAD_DIM, THETA)
 
 
-def pick_sections(t):
-    split = list(SECTIONS) * 2
-    return torch.cat([m[i % 3] for i, m in enumerate(t.split(split, dim=-1))], dim=-1)
-
-
-def rotate_half(x):
-    return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
-
-
-def hf_formula(q, k, cos, sin):
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+# Hugging Face's formula: q * cos + rotate_half(q) * sin, cos/sin [B, S, D] (sections picked)
+hf_formula = hf_reference.apply_rotary_pos_emb
 
 
 def float64_reference(q, k, position_ids, tokens):
@@ -213,8 +202,8 @@ def bench_case(model, batch, seq, dtype, device, peers, quick):
     config = circlerope.RotaryConfig(sections=SECTIONS, theta=THETA)
     table = circlerope.rotary_table(position_ids, config)
     cos3, sin3 = hf_cos_sin_3d(position_ids)
-    cos_hf = pick_sections(cos3).unsqueeze(1).to(dtype)  # [B, 1, S, D]: one layer's angles
-    sin_hf = pick_sections(sin3).unsqueeze(1).to(dtype)
+    cos_hf = hf_reference.select_sections(cos3, SECTIONS).to(dtype)  # [B, S, D]: one layer's angles
+    sin_hf = hf_reference.select_sections(sin3, SECTIONS).to(dtype)
     cos_liger, sin_liger = cos3.to(dtype).contiguous(), sin3.to(dtype).contiguous()
     element = torch.tensor([], dtype=dtype).element_size()
     qk_bytes = batch * seq * (hq + hk) * HEAD_DIM * element

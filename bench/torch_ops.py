@@ -12,8 +12,9 @@ The peers are imported from the installed transformers package, never re-typed
    and bfloat16, q/k in Hugging Face's [batch, heads, seq, head_dim] layout with
    requires_grad, M-RoPE integer positions of one text + image + text row. Each repetition is
    one forward and one backward with fixed upstream gradients. Two pairings:
-     - angles built inside the timed call: circlerope.apply_multimodal_rotary(q, k,
-       position_ids) against Qwen2_5_VLRotaryEmbedding(q, position_ids) -> cos, sin followed by
+     - angles built inside the timed call: circlerope.apply_rotary(q, k,
+       circlerope.rotary_table(position_ids, ...)) against Qwen2_5_VLRotaryEmbedding(q,
+       position_ids) -> cos, sin followed by
        apply_rotary_pos_emb(q, k, cos, sin) (transformers 5.x; apply_multimodal_rotary_pos_emb
        under 4.x);
      - angles prebuilt (once per forward pass in a model, shared by every layer):
@@ -31,7 +32,8 @@ The peers are imported from the installed transformers package, never re-typed
 
 Every side is checked before anything is timed: each rotation against transformers' eager
 formula (float32 5e-3 and bfloat16 0.1 absolute, on outputs and gradients), circlerope's
-M-RoPE positions against transformers' exactly (values and dtype), Circle-RoPE's against the
+M-RoPE positions against transformers' exactly (their values: circlerope.get_rope_index gives
+float32, transformers int64), Circle-RoPE's against the
 reference loop's to 1e-4 relative. Timings are medians over
 repetitions that run every side in turn, starting from a different side each time, so drift
 hits all of them. The output names the CPU, the versions, the threads (--threads, default 2;
@@ -234,8 +236,8 @@ def rotation_sides(rope, position_ids, q, compiled):
     table = circlerope.rotary_table(position_ids, sections=SECTIONS, theta=THETA)
     cos, sin = hf_rotary.cos_sin(rope, q, position_ids)  # q: for its dtype
     sides = {
-        "circlerope": lambda q, k: circlerope.apply_multimodal_rotary(q, k, position_ids, sections=SECTIONS,
-                                                                     theta=THETA),
+        "circlerope": lambda q, k: circlerope.apply_rotary(
+            q, k, circlerope.rotary_table(position_ids, sections=SECTIONS, theta=THETA)),
         "hf_eager": lambda q, k: hf_inside(q, k, position_ids),
         "circlerope_prebuilt": lambda q, k: circlerope.apply_rotary(q, k, table),
         "hf_eager_prebuilt": lambda q, k: hf_rotary.apply(q, k, cos, sin),
@@ -313,7 +315,7 @@ def bench_positions(model, compat, reps, seconds, warmup):
         return reference_positions(req)
 
     (hf_ids, hf_deltas), (m_ids, m_deltas) = hf(), mrope()
-    if m_ids.dtype != hf_ids.dtype or not torch.equal(m_ids, hf_ids) or \
+    if not torch.equal(m_ids, hf_ids.to(m_ids.dtype)) or \
             not torch.equal(m_deltas.reshape(-1), hf_deltas.reshape(-1).to(m_deltas.dtype)):
         sys.exit(f"MISMATCH (positions): circlerope mrope/{compat} ({m_ids.dtype}) differs from transformers' "
                  f"get_rope_index ({hf_ids.dtype}): max |d position_ids| "
