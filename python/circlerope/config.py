@@ -4,11 +4,12 @@ convention of a Qwen2-VL / Qwen2.5-VL model) and RotaryConfig (the rotary freque
 Each is a frozen dataclass whose fields, defaults and docs come from the declaration of its
 options in the core (circlerope/options.h: kCircleOptions, kVisionOptions, kRotaryOptions,
 through _core), and the core reads and judges the values, once, when the dataclass is made: it
-keeps them as the canonical tuple that the operators read (_args()). A value the core refuses
-raises the core's message, as a TypeError where the value's Python type is not the field's
-annotation (alpha="0.3", spatial_merge_size=2.7) and as a ValueError otherwise (alpha=1.5). Where
-the core's grammar takes a value of another type, it is taken: move_to_origin=1 is True, as in
-the reference's configs.
+keeps them as the canonical tuple that the operators read (_args()). (RotaryConfig adds pairing,
+a setting of the rotation that the kernels read, and takes rotary_dim None as 2 * sum(sections).)
+A value the core refuses raises the core's message, as a TypeError where the value's Python type
+is not the field's annotation (alpha="0.3", spatial_merge_size=2.7) and as a ValueError otherwise
+(alpha=1.5). Where the core's grammar takes a value of another type, it is taken:
+move_to_origin=1 is True, as in the reference's configs.
 
 RotaryConfig.frequency_layout is the option the core names "layout" (the op rotary_table's
 argument of that name): which position axis each frequency reads. "layout" alone, in this

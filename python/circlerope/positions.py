@@ -24,7 +24,7 @@ from .config import DEFAULT_CIRCLE, DEFAULT_VISION, CircleConfig, VisionConfig
 Tensor = torch.Tensor
 
 # The transformers behaviours get_rope_index(compat=...) reproduces, in release order
-# (docs/hf_compat.md; the core's compat option names them). "hf-5.3", the former name of
+# (docs/guides/compat.md; the core's compat option names them). "hf-5.3", the former name of
 # "hf-5.6", is accepted wherever a mode is.
 COMPAT_MODES = ("hf-4.49", "hf-4.52", "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6", "hf-5.18")
 # The modes whose rope_deltas count each row's real tokens only (transformers 5.3 on), so that a
@@ -60,7 +60,7 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
     compat: reproduce a Hugging Face transformers release's positions exactly, quirks included:
     "hf-4.49" (4.49-4.51, Qwen's code), "hf-4.52" (4.52-5.1: second_per_grid_ts truncated to
     an integer first), "hf-5.2", "hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6" (5.6-5.17; "hf-5.3" is its
-    former name) or "hf-5.18" (5.18 and later); docs/hf_compat.md lists what each differs in,
+    former name) or "hf-5.18" (5.18 and later); docs/guides/compat.md lists what each differs in,
     and circlerope.hf.compat_for_version maps a release to its mode. None or "none": this
     project's behaviour (equal to hf-4.49 for M-RoPE, except the delta of a padded one-token
     row in a batch without images). circlerope.hf adapts a model, with transformers' dtypes.
@@ -70,7 +70,7 @@ def get_rope_index(input_ids, image_grid_thw=None, video_grid_thw=None, second_p
     if not was_tensor and input_ids.numel() == 0:  # [[]] reads as float; an empty batch has no dtype to get wrong
         input_ids = input_ids.to(torch.int64)
     scheme = text(scheme, "scheme")
-    compat = text("none" if compat is None else compat, "compat (none or an hf-... mode, docs/hf_compat.md)")
+    compat = text("none" if compat is None else compat, "compat (none or an hf-... mode)")
     c = instance(circle, CircleConfig, "circle", DEFAULT_CIRCLE)
     v = instance(vision, VisionConfig, "vision", DEFAULT_VISION)
     images = grids_of(tensor(image_grid_thw, "image_grid_thw"), "image_grid_thw")
@@ -101,7 +101,7 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1, *, com
 
     These are the rules of each release's forward pass with a cache. generate() differs in
     4.54-4.56 (attention-mask cumsum + delta) and from 5.2 on (each axis's last prompt
-    position + 1, below max + 1 after a video from 5.3 on): docs/hf_compat.md. A model patched
+    position + 1, below max + 1 after a video from 5.3 on): docs/guides/compat.md. A model patched
     by circlerope.hf runs its release's own decode code and needs none of this.
 
     cache_position: an integer (Hugging Face's cache_position[0], a one-element tensor, too)."""

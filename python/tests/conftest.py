@@ -34,7 +34,7 @@ def golden_cases():
 
 
 def request_arguments(request):
-    """A reference request (../shared/golden format) as get_rope_index arguments. Absent keys
+    """A reference request (tests/data/reference_positions.json's format) as get_rope_index arguments. Absent keys
     inside "circle" mean what they mean in the reference's config; no "circle" object means
     the paper's setting."""
     c = request.get("circle")

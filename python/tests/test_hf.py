@@ -1,10 +1,10 @@
 """transformers' get_rope_index reproduced in each version's behaviour, the model-side
 adapter circlerope.hf, and rotation in Hugging Face's terms.
 
-The golden values in tests/data/hf_mrope_positions.json are what transformers itself returned
-(a copy of ../shared/golden). transformers is not installed here; the adapter is exercised
-with configs shaped like transformers' own (objects and dicts), and scripts/gpu_check.sh
-patches a real model where transformers exists.
+The golden values in tests/data/hf_mrope_positions.json are what transformers itself returned,
+in three behaviours. The adapter is exercised here with configs shaped like transformers' own
+(objects and dicts); test_hf_versions.py and test_hf_models.py run it on real models of each
+release.
 """
 
 import inspect
@@ -23,8 +23,8 @@ from conftest import BadRepr, attack
 
 SOURCE = os.environ.get("CIRCLEROPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = json.load(open(os.path.join(SOURCE, "tests", "data", "hf_mrope_positions.json")))["cases"]
-# The three behaviours ../shared/golden holds; every mode is checked against the real releases
-# by test_hf_versions.py.
+# The three behaviours tests/data/hf_mrope_positions.json holds; every mode is checked against the
+# real releases by test_hf_versions.py.
 GOLDEN_MODES = ("hf-4.49", "hf-4.52", "hf-5.3")
 MODES = hf.COMPAT_MODES
 

@@ -2,7 +2,7 @@
 a model's rotary settings in its config (rotary_config), and a model's get_rope_index with the
 exact signature and dtypes of a release (rope_index_fn).
 
-Compat modes (circlerope.get_rope_index's compat=, docs/hf_compat.md); each was compared with
+Compat modes (circlerope.get_rope_index's compat=, docs/guides/compat.md); each was compared with
 the real releases of its range (scripts/hf_matrix.sh):
     "hf-4.49"       transformers 4.49-4.51 (and Qwen's own code)
     "hf-4.52"       transformers 4.52-5.1
@@ -33,7 +33,7 @@ def compat_for_version(version: str) -> str:
     """The compat mode that reproduces transformers `version` ("4.51.3", "4.57.0.dev0",
     "5.5.4"): hf-4.49 below 4.52, hf-4.52 below 5.2, hf-5.2 for 5.2, hf-5.3-5.5.3 from 5.3
     to 5.5.3, hf-5.5.4 for 5.5.4 (and later 5.5 patches), hf-5.6 from 5.6 to 5.17, hf-5.18
-    from 5.18 on (docs/hf_compat.md). A missing patch number reads as 0; a development
+    from 5.18 on (docs/guides/compat.md). A missing patch number reads as 0; a development
     version (5.6.0.dev0) maps with its release. Versions before 4.49 (Qwen2-VL only) share
     4.49's rule but were not compared against."""
     if not isinstance(version, str):

@@ -24,7 +24,7 @@ by pack() carry them as int32 bit patterns in an int64 tensor, for the same reas
 While decoding, the k-th token after a prompt of a row continues each geometry at the position
 a text token appended to the prompt would get (computed by appending one, so it is the full
 recompute's rule in every compat mode) plus k. transformers' own generate() rules (which differ
-between releases, docs/hf_compat.md) do not reach the layers.
+between releases, docs/guides/compat.md) do not reach the layers.
 
 The rotation of q and k (apply(rotation=...)). "transformers" leaves it to the release's formula
 (q * cos + rotate_half(q) * sin) on the (cos, sin) above. "fused" moves it to circlerope's fused
