@@ -1,7 +1,7 @@
 // The rotation kernel's ways of cutting the work, timed side by side on one GPU, against a
 // device-to-device copy of the same bytes: heads per work item (1, 2, 4), 32- or 64-bit index
 // arithmetic, threads per block. src/cuda/plan.h's PlanOptions holds the defaults this chose;
-// docs/cuda.md has the figures. Same device code as the library (src/cuda/rotary_device.h),
+// docs/guides/cuda.md has the figures. Same device code as the library (src/cuda/rotary_device.h),
 // its own launches.
 //
 //   nvcc -std=c++20 -O3 -arch=sm_90 -Iinclude bench/cuda_variants.cu src/cuda/plan.cpp \

@@ -4,7 +4,7 @@
 The authors' code (Circle-RoPE for Qwen2.5-VL) builds positions with a Python
 loop over rows and vision blocks and a dozen small torch operations per block.
 This script re-implements that procedure in torch, operation for operation as
-SPEC 1-3 describe it (float32 tensors, per-row argwhere/tolist/index, per-block
+docs/spec.md §1-3 describe it (float32 tensors, per-row argwhere/tolist/index, per-block
 stack/amax/atan2/cos/sin/rotation, cat), runs it on the benchmark batch of
 `circlerope bench positions` (8 rows x 814 tokens, two images per row), checks
 that it gives the same positions as `circlerope positions --request` (1e-4, as
@@ -48,7 +48,7 @@ def benchmark_request(rows=8):
 
 
 def circle_block(t, h, w, time_tensor, cfg):
-    """SPEC 3 with torch ops on float32 tensors, as the reference applies them per block."""
+    """docs/spec.md §3 with torch ops on float32 tensors, as the reference applies them per block."""
     t_index = time_tensor.long().view(-1, h, w)
     h_index = torch.arange(h).view(1, -1, 1).expand(t, -1, w)
     w_index = torch.arange(w).view(1, 1, -1).expand(t, h, -1)

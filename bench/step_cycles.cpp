@@ -3,7 +3,7 @@
 // and pairing (neox, gptj); prints the fastest of 24 timings as nanoseconds and as cycles per 32 elements, the
 // cycles from a clock estimated here by a chain of dependent adds. It isolates the vector
 // step from the row set-up, tiling, threads and memory that `circlerope bench rotary` times,
-// which is how docs/simd.md found where the bf16 step's time went. Not part of the build (it
+// which is how docs/development/simd.md found where the bf16 step's time went. Not part of the build (it
 // includes the library's internal headers); from the repository root, with the avx2
 // kernel's flags:
 //   g++ -std=c++20 -O3 -ffp-contract=fast -mavx2 -mfma -mf16c -Isrc/cpu -Iinclude

@@ -171,7 +171,7 @@ void check_format(const std::string& format) {
     throw Error("--format " + detail::quoted(format) + ": expected table or json");
 }
 
-// SPEC 3: with alpha = 1 distinct cells can land on the same point. We keep
+// docs/spec.md §3: with alpha = 1 distinct cells can land on the same point. We keep
 // the reference's behaviour but say so.
 void warn_collisions(const Positions& p, const Geometry& g) {
   if (g.scheme != Scheme::circle) return;

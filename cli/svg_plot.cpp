@@ -91,7 +91,7 @@ struct Box {
 
 // Orthographic camera. Screen x mixes the text direction n = (1,1,1)/sqrt3 with the
 // in-plane direction v = (-1,-1,2)/sqrt6; screen y is the other in-plane direction
-// u = (-1,1,0)/sqrt2 (SPEC 3 step 5, (x, y, z) = (w, h, t)). Both screen axes are unit
+// u = (-1,1,0)/sqrt2 (docs/spec.md §3 step 5, (x, y, z) = (w, h, t)). Both screen axes are unit
 // vectors, so lengths in the ring plane keep their scale and circles stay true
 // ellipses of the projection.
 class Camera {

@@ -51,7 +51,7 @@ if [[ "${1:-}" == "--record" ]]; then
   fi
 fi
 
-# One release per behaviour change of get_rope_index and its callers (docs/hf_compat.md).
+# One release per behaviour change of get_rope_index and its callers (docs/guides/compat.md).
 all_versions=(4.49.0 4.51.3 4.52.4 4.54.1 4.56.2 4.57.6 5.1.0 5.2.0 5.3.0 5.5.3 5.5.4 5.6.0 5.13.1 5.17.0 5.18.0 5.24.0)
 if (($#)); then versions=("$@"); else versions=("${all_versions[@]}"); fi
 

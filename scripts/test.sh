@@ -44,7 +44,7 @@ echo "== (release: ${SECONDS} s so far)"
 echo "== pip install --no-build-isolation . into a venv with only torch, then the Python suite on it"
 scripts/package_test.sh
 echo "== (package: ${SECONDS} s so far)"
-echo "== transformers releases, one per get_rope_index behaviour (docs/hf_compat.md)"
+echo "== transformers releases, one per get_rope_index behaviour (docs/guides/compat.md)"
 # 5.24.0 is the venv's pin (hf-5.18): it runs as installed. Both files (test_hf_versions.py and
 # test_hf_models.py) run on every release listed: the model tests take ~25 s a release.
 CIRCLEROPE_HF_BUILD="$PWD/build/release" HF_MATRIX_NO_BUILD=1 HF_MATRIX_PARALLEL="$jobs" \

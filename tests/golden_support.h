@@ -14,7 +14,7 @@
 
 namespace circlerope::test {
 
-// golden/README.md: 1e-4 absolute or relative, whichever is larger (the
+// docs/spec.md §8: 1e-4 absolute or relative, whichever is larger (the
 // reference computes in float32; we compute in double and round once).
 inline constexpr double kGoldenTolerance = 1e-4;
 

@@ -1,4 +1,4 @@
-# ctest driver (cmake -P): the include lines follow DESIGN.md's layers.
+# ctest driver (cmake -P): the include lines follow docs/design.md's layers.
 #  - src/cpu and src/reference (kernels): quoted includes are public headers
 #    ("circlerope/...") or files of their own directory; no "../".
 #  - src/core (core): the same, and no third-party header at all.

@@ -1,4 +1,4 @@
-// Alternating Geometry Encoding (SPEC 6): per-layer plans, one position table
+// Alternating Geometry Encoding (docs/spec.md §6): per-layer plans, one position table
 // per distinct geometry, and per-geometry decoding offsets.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ using namespace circlerope;
 using namespace circlerope::test;
 using ::testing::HasSubstr;
 
-// The plans written out from SPEC 6, independently of the library.
+// The plans written out from docs/spec.md §6, independently of the library.
 std::string expected_pattern(const std::string& name, int layers) {
   std::string p;
   for (int l = 0; l < layers; ++l) {

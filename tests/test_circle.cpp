@@ -1,9 +1,9 @@
-// Circle-RoPE block coordinates (SPEC 3): the ring, its radius, the mixed angle,
+// Circle-RoPE block coordinates (docs/spec.md §3): the ring, its radius, the mixed angle,
 // dff blending, the positive shift, video frames, and the cone property that
 // makes every text token equidistant from an image.
 //
-// `spec_ring` below is a second, deliberately naive implementation of SPEC 3
-// written from the text of the SPEC (midpoints taken as (max + min) / 2 over the
+// `spec_ring` below is a second, deliberately naive implementation of docs/spec.md §3
+// written from the text of the spec (docs/spec.md) (midpoints taken as (max + min) / 2 over the
 // cells, the radius from the largest coordinate, u and v built from their
 // definitions), in double.
 #include <gmock/gmock.h>
@@ -47,7 +47,7 @@ Vec3 cross(Vec3 a, Vec3 b) {
 }
 Vec3 normalized(Vec3 a) { return (1.0 / std::sqrt(a.x * a.x + a.y * a.y + a.z * a.z)) * a; }
 
-// SPEC 3 steps 1-8 for one frame (z = 0), result in output axis order (t, h, w).
+// docs/spec.md §3 steps 1-8 for one frame (z = 0), result in output axis order (t, h, w).
 std::vector<AxisTriple> spec_ring(int64_t hm, int64_t wm, const CircleConfig& c) {
   const int64_t n = hm * wm;
   std::vector<double> x(static_cast<size_t>(n)), y(static_cast<size_t>(n)), z(static_cast<size_t>(n), 0.0);
@@ -302,7 +302,7 @@ TEST(Circle, MoveToPositiveShiftsTheMinimumToTheOffset) {
     const std::vector<AxisTriple> plain = circle_ring(hm, wm, c);
     // Every P lies in the plane orthogonal to (1,1,1), so its components sum to
     // 0 and its minimum is <= 0: |min| = -min, and "the absolute value even when
-    // the minimum is positive" (SPEC 3 step 7) cannot arise from steps 1-6.
+    // the minimum is positive" (docs/spec.md §3 step 7) cannot arise from steps 1-6.
     double lowest = std::numeric_limits<double>::infinity();
     for (const AxisTriple& q : plain) {
       EXPECT_NEAR(q.t + q.h + q.w, 0.0, kDoubleTol * (1 + c.radius + hm + wm));
@@ -525,7 +525,7 @@ TEST(Circle, BlockCoordinatesAndFrameTimes) {
 }
 
 TEST(Circle, NegativePositionsAreAllowed) {
-  // SPEC 3: "positions can be negative" - a big ring right after the first token.
+  // docs/spec.md §3: "positions can be negative" - a big ring right after the first token.
   CircleConfig c;
   c.radius = 50;
   const std::vector<int64_t> ids = {kStart, kImg, kImg, kImg, kImg};

@@ -851,7 +851,7 @@ TEST_F(Cli, EmptyValuesAndEmptyListItemsAreRefused) {
 }
 
 // The command quoted whole what CLI11 or nlohmann quoted (up to the 1000-character cut) where
-// the README promises 40 characters, let ESC and BEL of a JSON key reach the terminal, and
+// docs/reference/limits.md promises 40 characters, let ESC and BEL of a JSON key reach the terminal, and
 // printed a benchmark's progress lines before `--plot` found it could not write its file.
 TEST_F(Cli, EchoedTextIsBoundedEscapedAndOnOneLine) {
   const std::string nines(1000, '9'), xs(1000, 'x');

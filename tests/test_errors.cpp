@@ -1,4 +1,4 @@
-// Every error of SPEC 1 ("Errors, never crashes or silent garbage") and of the
+// Every error of docs/spec.md §1 ("Errors, never crashes or silent garbage") and of the
 // configuration types: a circlerope::Error (std::invalid_argument) whose one-line
 // message names what was wrong, the offending value and where.
 #include <gmock/gmock.h>
@@ -437,7 +437,7 @@ TEST(Errors, SecondsPerGridTooLargeForAFrameTime) {
   // int64 holds: the cast is undefined behaviour and on x86-64 yields
   // INT64_MIN, so the frames land at position -9.22e18 and rope_delta comes out
   // as -2 (observed: positions 0 1 -9.22337e+18 -9.22337e+18, delta -2).
-  // SPEC 1: "Errors, never crashes or silent garbage".
+  // docs/spec.md §1: "Errors, never crashes or silent garbage".
   Batch b = one_row({kStart, kVid, kVid, kVid});
   b.videos = {{3, 2, 2}};
   b.seconds = {1e30};

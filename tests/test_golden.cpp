@@ -43,7 +43,7 @@ TEST(Golden, EveryCaseMatchesTheReference) {
   }
 }
 
-// The README's contract is 1e-4, but the only difference should be float32
+// docs/spec.md §8's contract is 1e-4, but the only difference should be float32
 // rounding: the reference takes atan2/cos/sin and sums in float32 (values up
 // to ~20, radius 10), we in double with one final rounding. A few float32 ulps
 // of such values is ~2e-6 relative to max(1, |x|); we measured 1.37e-6.

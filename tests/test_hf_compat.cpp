@@ -1,5 +1,5 @@
 // The Hugging Face transformers behaviours of get_rope_index (Compat in positions.h,
-// docs/hf_compat.md): the golden values of tests/data/hf_mrope_positions.json, what the real releases returned
+// docs/guides/compat.md): the golden values of tests/data/hf_mrope_positions.json, what the real releases returned
 // (tests/data/hf_mrope_releases.json, written by scripts/hf_matrix.sh --record), and one small
 // case per quirk, each small enough to check on paper.
 #include <gtest/gtest.h>
@@ -142,7 +142,7 @@ TEST(HfCompat, GoldenCasesInEveryModeAreExact) {
   EXPECT_EQ(checked, 72);
 }
 
-// The modes only differ where the golden README says; without one we are hf-4.49.
+// The modes only differ where docs/spec.md §8 says; without one we are hf-4.49.
 TEST(HfCompat, NoModeEqualsHf449OnTheGoldenCases) {
   for (const json& c : hf_cases()) {
     auto request = cli::parse_request(c["request"]);

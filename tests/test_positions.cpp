@@ -1,7 +1,7 @@
-// Multimodal positions (SPEC 1 and 2): text runs, vision blocks, padding, rope
+// Multimodal positions (docs/spec.md §1 and 2): text runs, vision blocks, padding, rope
 // deltas, decoding, the allocation-free form and the token-free layout form.
 //
-// Every hand case below was worked out on paper from SPEC 1/2 (the expected
+// Every hand case below was worked out on paper from docs/spec.md §1/2 (the expected
 // numbers are literals, never a second call into the library).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -192,7 +192,7 @@ TEST(PositionsText, LeftAndRightPaddingNumberRealTokensAndPutOneOnPads) {
           for (int a = 0; a < 3; ++a) ASSERT_EQ(p.at(a, r, i), want) << r << " " << i;
           EXPECT_EQ(p.token_block[static_cast<size_t>(r * b.seq + i)], real ? kTextToken : kMaskedToken);
         }
-        // SPEC 1: max + 1 - S; a fully masked row gets -S.
+        // docs/spec.md §1: max + 1 - S; a fully masked row gets -S.
         EXPECT_EQ(p.rope_deltas[static_cast<size_t>(r)],
                   static_cast<float>(real_count[static_cast<size_t>(r)] - b.seq));
       }
@@ -284,7 +284,7 @@ TEST(PositionsMrope, VideosWithFractionalSecondsPerGridAcrossRows) {
 TEST(PositionsMrope, FrameTimeIsTruncatedInFloat32) {
   // s = 2.3, 26 frames of one token: in float32 25 * 2.3f = 57.5f exactly after
   // rounding, times 2 = 115; the same product in double is 114.99999999999999
-  // and would truncate to 114. SPEC/brief: float32, like the reference.
+  // and would truncate to 114. docs/spec.md: float32, like the reference.
   Batch b = one_row(cat({{kStart}, std::vector<int64_t>(26, kVid)}));
   b.videos = {{26, 2, 2}};
   b.seconds = {2.3};
@@ -453,13 +453,13 @@ TEST(PositionsUnordered, HandCase) {
   EXPECT_EQ(p.rope_deltas[0], 7.0f - 13.0f);
 }
 
-// ------------------------------------------------ a model of SPEC 1 ---
+// ------------------------------------------------ a model of docs/spec.md §1 ---
 
-// SPEC 1 spelled out for one batch, in double: chunks of text + block, the
+// docs/spec.md §1 spelled out for one batch, in double: chunks of text + block, the
 // anchor, next = max(chunk) + 1 (rounded to float32 like the running position
-// of the reference), masked tokens 1.0. Block coordinates: the SPEC 2 table for
+// of the reference), masked tokens 1.0. Block coordinates: the docs/spec.md §2 table for
 // vanilla/unordered/mrope; the library's circle_ring (checked on its own
-// against an independent SPEC 3 implementation in test_circle) for circle.
+// against an independent docs/spec.md §3 implementation in test_circle) for circle.
 struct Model {
   std::vector<double> pos;  // [3][B][S]
   std::vector<double> deltas;

@@ -1,4 +1,4 @@
-// Coupling metrics (SPEC 5, DESIGN "RoPE-space coupling metric"). The frequency layouts they
+// Coupling metrics (docs/spec.md §5, docs/spec.md §5). The frequency layouts they
 // read are tested in test_rotary_config.cpp.
 //
 // Expected metric values are recomputed here by brute force from their
@@ -50,7 +50,7 @@ double dist(const P3& a, const P3& b, bool one_dimensional) {
                    (a[2] - b[2]) * (a[2] - b[2]));
 }
 
-// SPEC 5 literally: 1/(|T||I|) sum_t sum_i |d(t,i) - mean_i d(t,i)|.
+// docs/spec.md §5 literally: 1/(|T||I|) sum_t sum_i |d(t,i) - mean_i d(t,i)|.
 double brute_ptd(const std::vector<P3>& text, const std::vector<P3>& block, bool one_d) {
   double total = 0;
   for (const P3& t : text) {
@@ -75,7 +75,7 @@ int axis_of(int i, const RotaryConfig& r) {
   return -1;
 }
 
-// DESIGN.md: K(t,i) = (2/D) sum_k cos(dphi_k); per text token the mean absolute
+// docs/spec.md §5: K(t,i) = (2/D) sum_k cos(dphi_k); per text token the mean absolute
 // deviation of K(t, .) over the block; then the mean over text tokens.
 double brute_kernel_deviation(const std::vector<P3>& text, const std::vector<P3>& block,
                               const RotaryConfig& r) {
@@ -131,7 +131,7 @@ TEST(Ptd, PaperToyAllFourSchemes) {
   const CouplingMetrics c =
       coupling_metrics(from_layout("text:5,image:3x3", Scheme::circle), Scheme::circle, rotary);
   EXPECT_NEAR(c.ptd, 0.0, kCirclePtdTol);
-  // Circle-RoPE is PTD-free but not RoPE-kernel-free (DESIGN.md).
+  // Circle-RoPE is PTD-free but not RoPE-kernel-free (docs/spec.md §5).
   EXPECT_GT(c.rope_kernel_deviation, 1e-3);
   const CouplingMetrics m =
       coupling_metrics(from_layout("text:5,image:3x3", Scheme::mrope), Scheme::mrope, rotary);

@@ -1,4 +1,4 @@
-// Rotary kernels (SPEC 4): angle tables, the rotation on every code path, storage type,
+// Rotary kernels (docs/spec.md §4): angle tables, the rotation on every code path, storage type,
 // pairing and memory layout, against the float64 reference of src/reference; the storage
 // conversions of src/cpu/convert.h bit for bit.
 //
@@ -53,7 +53,7 @@ constexpr float kMaxPosition = 4096.0f;
 
 // ---- tolerances ---------------------------------------------------------------------------
 
-// fp32 accuracy: SPEC's contract is 1e-5 relative; each output is the exact rotation of
+// fp32 accuracy: the spec's contract (docs/spec.md) is 1e-5 relative; each output is the exact rotation of
 // fp32 inputs with table entries within half an ulp (2^-25 relative) and two or three fp32
 // roundings (products, sum or a fused multiply-add): a few 2^-24 ~ 6e-8 of the pair norm.
 // 1e-6 (the reference's kFloat32Tolerance) keeps a 4x margin over that and 10x under 1e-5.
@@ -397,7 +397,7 @@ TEST(RotaryHarness, MaxErrorIsInfiniteWhenAPassThroughElementDiffers) {
 
 TEST(RotaryAccuracy, SixteenBitIsWithinTwiceTheNaiveErrorAndFloat32Within1e6) {
   constexpr std::int64_t B = 1, S = 64, H = 4, D = 128;
-  double lowest_ratio = 1e300, highest_ratio = 0;  // naive error / ours, printed (README)
+  double lowest_ratio = 1e300, highest_ratio = 0;  // naive error / ours, printed (docs/explanation/numerics.md)
   for (Isa isa : available_isas())
     for (DType dtype : kDTypes)
       for (Pairing pairing : kPairings) {

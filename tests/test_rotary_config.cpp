@@ -1,4 +1,4 @@
-// The rotary configuration (SPEC 4): which position axis each frequency reads in each
+// The rotary configuration (docs/spec.md §4): which position axis each frequency reads in each
 // frequency layout, the inverse frequencies, the range of theta, and the checks of
 // validate(RotaryConfig).
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// circlerope — Alternating Geometry Encoding (SPEC 6): a geometry per layer.
+// circlerope — Alternating Geometry Encoding (docs/spec.md §6): a geometry per layer.
 //
 //   plan        L = 6     reference name
 //   all         CCCCCC    strategy_1 (and the reference's fallback)
@@ -54,7 +54,7 @@ struct AgePositions {
 
 // Circle layers use `circle`; the other schemes ignore it. Decoding positions
 // of a layer come from that layer's own rope_deltas (the reference uses the
-// Circle-RoPE deltas for every layer; see README "Deliberate differences").
+// Circle-RoPE deltas for every layer; see docs/explanation/differences.md).
 AgePositions age_rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                             const AgePlan& plan, const CircleConfig& circle);
 

@@ -17,7 +17,7 @@
 // circlerope::cuda::CudaError. Kernel execution is asynchronous: errors it meets surface at the
 // caller's next synchronisation, as with any CUDA library.
 //
-// Numbers (docs/cuda.md; tested on the CPU emulation and on a GPU): a table entry is the
+// Numbers (docs/guides/cuda.md; tested on the CPU emulation and on a GPU): a table entry is the
 // double angle's cos/sin rounded once to float, so it is within an absolute
 // 2^-25 + 2^-47 |phi| + 2^-50 of the exact cos/sin of phi = position * theta^(-2i/D) (half a
 // float ulp of a value in [0.5, 1], plus the double angle's error, which CUDA's pow and sincos

@@ -6,7 +6,7 @@
 
 namespace circlerope {
 
-// Thrown for any invalid input (SPEC 1 "Errors"). The message is one line that
+// Thrown for any invalid input (docs/spec.md §1 "Errors"). The message is one line that
 // names the offending value and where it is, e.g.
 //   "image 2 of row 0: h=27 is not divisible by spatial_merge_size=2".
 // The library never prints and never aborts; front ends turn this into an exit

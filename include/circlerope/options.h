@@ -128,7 +128,7 @@ std::string option_text(const OptionValue& value);
 //     --freq-layout: --layout is the token layout), a value in the grammar, the doc and the
 //     default as help; a boolean that defaults to true is "--no-" + the key, with no value;
 //   - the Python module: the CircleConfig dataclass (its fields, their order and defaults,
-//     python/bindings.cpp, __init__.py); the values of VisionConfig and RotaryConfig, which _core
+//     python/bindings.cpp, circlerope/config.py); the values of VisionConfig and RotaryConfig, which _core
 //     reads by key through the tables, and the canonical tuples all three keep, in table order;
 //   - the PyTorch op rope_index: the names and types of its circle and vision arguments in its
 //     schema (torch/ops.cpp), and its reading of them.
@@ -144,11 +144,11 @@ std::string option_text(const OptionValue& value);
 //   - the C API: a field of crp_circle_config or crp_vision_config (c_api.h) and the conversions
 //     in src/core/c_api.cpp, or of crp_rotary_config (c_kernels.h) and src/cpu/c_convert.h and
 //     c_kernels.cpp;
-//   - Python: a field of VisionConfig or RotaryConfig (__init__.py; CircleConfig is made from its
-//     table);
+//   - Python: a field of VisionConfig or RotaryConfig (circlerope/config.py; CircleConfig's fields come from
+//     its table);
 //   - the ops: a parameter of rope_index's C++ function (circle, vision: torch/ops.cpp); for a
 //     rotary option, rotary_table's schema and functions (torch/ops.cpp, ops_cuda.cpp,
-//     op_common.h), its fake kernel (_registration.py) and the package's call of it (__init__.py);
+//     op_common.h), its fake kernel (_registration.py) and the package's call of it (circlerope/rotary.py);
 //   - and its use.
 // Where the C structs, the dataclasses or the ops' arguments miss it, the tests above fail
 // naming the option (and rope_index's C++ signature does not compile).
@@ -231,7 +231,7 @@ inline constexpr std::array<VisionOption, 7> kVisionOptions = {{
      detail::set_time, [](const VisionConfig& c) { return OptionValue::string(to_string(c.time)); }},
     {"compat", OptionType::text,
      "reproduce a transformers behaviour: none, hf-4.49, hf-4.52, hf-5.2, hf-5.3-5.5.3, hf-5.5.4, hf-5.6 "
-     "(or hf-5.3), hf-5.18 (docs/hf_compat.md)",
+     "(or hf-5.3), hf-5.18 (docs/guides/compat.md)",
      "hf-4.52", detail::set_compat, [](const VisionConfig& c) { return OptionValue::string(to_string(c.compat)); }},
 }};
 

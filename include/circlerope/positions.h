@@ -1,4 +1,4 @@
-// circlerope — multimodal 3-axis rotary positions (SPEC 1–3).
+// circlerope — multimodal 3-axis rotary positions (docs/spec.md §1–3).
 //
 // A row of tokens becomes positions on three axes (temporal, height, width):
 //
@@ -6,7 +6,7 @@
 //   0,0,0  1,1,1   2,2,2          c+P(0) c+P(1) ...      next ...
 //
 // where the anchor c is the position the block's first token would have had as
-// text and P is the scheme's block coordinate (SPEC 2). After every chunk the
+// text and P is the scheme's block coordinate (docs/spec.md §2). After every chunk the
 // next text position is max(all three axes of that chunk) + 1, so positions are
 // fractional after a Circle-RoPE block.
 #pragma once
@@ -32,12 +32,12 @@ inline constexpr int64_t kMaxTokens = int64_t{1} << 24;  // 16,777,216
 
 // ---------------------------------------------------------------- schemes ---
 
-// How a vision block's tokens are placed relative to its anchor (SPEC 2).
+// How a vision block's tokens are placed relative to its anchor (docs/spec.md §2).
 enum class Scheme {
   vanilla,    // (j, j, j): 1-D RoPE, the paper's "hard embedding" (LLaVA)
   unordered,  // (0, 0, 0): every vision token shares one position (mPLUG-Owl3)
   mrope,      // (tau(f), r, q): Qwen2-VL / Qwen2.5-VL M-RoPE
-  circle,     // Circle-RoPE ring in the plane orthogonal to (1,1,1) (SPEC 3)
+  circle,     // Circle-RoPE ring in the plane orthogonal to (1,1,1) (docs/spec.md §3)
 };
 inline constexpr std::array<Scheme, 4> kAllSchemes = {Scheme::vanilla, Scheme::unordered,
                                                       Scheme::mrope, Scheme::circle};
@@ -46,7 +46,7 @@ std::string_view to_string(Scheme scheme);
 // "vanilla" | "unordered" | "mrope" | "circle"; throws Error naming the text otherwise.
 Scheme parse_scheme(std::string_view text);
 
-// Frame time of a video (SPEC 2).
+// Frame time of a video (docs/spec.md §2).
 enum class TimeMode {
   seconds,  // Qwen2.5-VL: tau(f) = floor(f * second_per_grid_t * tokens_per_second)
   index,    // Qwen2-VL:   tau(f) = f
@@ -65,7 +65,7 @@ enum class PositiveShift {
   offset,  // a number o: shift by |min| + o (o = 0 means no shift, like the reference)
 };
 
-// Circle-RoPE options (SPEC 3). Defaults are the paper's recommended setting
+// Circle-RoPE options (docs/spec.md §3). Defaults are the paper's recommended setting
 // (radius 10, alpha 0.5, move_to_origin); JSON requests read absent keys with the
 // reference's meaning instead (see cli/request.h).
 struct CircleConfig {
@@ -94,7 +94,7 @@ struct Geometry {
 // Hugging Face transformers' `get_rope_index` differ between releases; a model
 // fine-tuned under one needs that one's positions. Each mode is one behaviour, named by the
 // first release that has it, and was compared with every release of its range listed in
-// docs/hf_compat.md (scripts/hf_matrix.sh). s is second_per_grid_t, tps tokens_per_second,
+// docs/guides/compat.md (scripts/hf_matrix.sh). s is second_per_grid_t, tps tokens_per_second,
 // S the padded row length, n the row's real (unmasked) tokens, c the block's anchor, m the
 // merge size.
 //
@@ -210,7 +210,7 @@ struct BlockInfo {
   int64_t t = 1, hm = 0, wm = 0;  // merged grid
   bool is_video = false;
   int64_t grid_index = 0;     // index into image_grid_thw or video_grid_thw
-  double anchor = 0.0;        // c (SPEC 1)
+  double anchor = 0.0;        // c (docs/spec.md §1)
   int64_t tokens() const { return t * hm * wm; }
 };
 
@@ -232,7 +232,7 @@ struct Positions {
 
 // ------------------------------------------------------------ functions ---
 
-// Positions of a batch (SPEC 1–3). Throws Error for any invalid input.
+// Positions of a batch (docs/spec.md §1–3). Throws Error for any invalid input.
 Positions rope_index(const RopeIndexInput& input, const VisionConfig& vision,
                      const Geometry& geometry);
 
@@ -248,7 +248,7 @@ void rope_index_into(const RopeIndexInput& input, const VisionConfig& vision,
 Positions layout_positions(std::span<const Segment> segments, const VisionConfig& vision,
                            const Geometry& geometry);
 
-// Decoding (SPEC 1): the token at cache position p of row b gets p + rope_deltas[b]
+// Decoding (docs/spec.md §1): the token at cache position p of row b gets p + rope_deltas[b]
 // on all three axes. Writes [3][batch][count] for cache positions
 // first_cache_position .. first_cache_position + count - 1 of every row.
 std::vector<float> decode_positions(std::span<const float> rope_deltas,
@@ -260,7 +260,7 @@ void decode_positions_into(std::span<const float> rope_deltas, int64_t first_cac
 
 // The next `count` tokens of every row after the prompt, by the decode rule of the
 // behaviour that made `positions` ([3][batch][count]): cache positions seq_len ..
-// seq_len + count - 1 plus rope_delta (SPEC 1; none, hf-4.49, hf-4.52, hf-5.2), or, under the
+// seq_len + count - 1 plus rope_delta (docs/spec.md §1; none, hf-4.49, hf-4.52, hf-5.2), or, under the
 // modes whose deltas count only real tokens (compat_deltas_count_real_tokens: hf-5.3-5.5.3
 // on), real tokens + k + rope_delta. Both give the same positions where a row has no padding.
 std::vector<float> next_positions(const Positions& positions, int64_t count);

@@ -1,6 +1,6 @@
 // circlerope — how strongly a scheme couples text positions to image positions.
 //
-// PTD (SPEC 5, the paper's Per-Token Distance): for text tokens T and a vision
+// PTD (docs/spec.md §5, the paper's Per-Token Distance): for text tokens T and a vision
 // block I of the same row,
 //   PTD = 1/(|T||I|) sum_t sum_i |d(t,i) - mean_i d(t,i)|.
 // d is the distance in the scheme's own index space: Euclidean over the three
@@ -9,7 +9,7 @@
 // 3-axis Euclidean distance would scale them by sqrt 3 and give 3.849 instead of
 // the paper's 2.222 for its toy).
 //
-// RoPE kernel deviation (DESIGN.md): K(t,i) = (2/D) sum_k cos(dphi_k(t,i)); per
+// RoPE kernel deviation (docs/spec.md §5): K(t,i) = (2/D) sum_k cos(dphi_k(t,i)); per
 // text token the mean absolute deviation of K(t,.) over the block, then the mean
 // over text tokens. 0 exactly when RoPE cannot tell the block's tokens apart.
 #pragma once

@@ -1,4 +1,4 @@
-// circlerope — rotary kernels: angle tables and the rotation of queries and keys (SPEC 4).
+// circlerope — rotary kernels: angle tables and the rotation of queries and keys (docs/spec.md §4).
 //
 // Positions are real numbers (Circle-RoPE puts image tokens on a ring: negative, fractional),
 // so nothing here takes integer positions. Two steps:
@@ -15,7 +15,7 @@
 //   neox (Qwen, Llama; pair (i, i + D/2)):   head reads [t h w w t h w w]
 //   gptj (adjacent;    pair (2i, 2i + 1)):   head reads [t t h h w w w w]
 //
-// neox: y[i] = x[i] cos - x[i+D/2] sin,  y[i+D/2] = x[i+D/2] cos + x[i] sin   (SPEC 4)
+// neox: y[i] = x[i] cos - x[i+D/2] sin,  y[i+D/2] = x[i+D/2] cos + x[i] sin   (docs/spec.md §4)
 // The backward pass (the gradient of the forward) is the same rotation with -sin.
 // Elements of the head beyond the rotary dim pass through unchanged.
 #pragma once

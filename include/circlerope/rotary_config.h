@@ -1,5 +1,5 @@
 // circlerope — the rotary configuration (RotaryConfig): theta, rotary dim, and which position
-// axis each rotary frequency reads (SPEC 4).
+// axis each rotary frequency reads (docs/spec.md §4).
 //
 // D = rotary dim, frequencies i = 0 .. D/2-1, inv_freq[i] = theta^(-2i/D).
 // Axis read by each frequency (t = temporal, h = height, w = width), D = 16 drawn:

@@ -1,4 +1,4 @@
-"""AGE, a geometry per layer (SPEC 6): the plan (AgePlan), and the module level of the rotation,
+"""AGE, a geometry per layer (docs/spec.md §6): the plan (AgePlan), and the module level of the rotation,
 RotaryEmbedding, whose forward gives the RotaryAngles of a batch: positions and one angle
 table per distinct geometry of the plan, which every layer with that geometry shares.
 """
@@ -19,7 +19,7 @@ Tensor = torch.Tensor
 
 
 class AgePlan:
-    """A geometry per layer (SPEC 6): "all", "lower", "upper", "alternate" (the paper's best),
+    """A geometry per layer (docs/spec.md §6): "all", "lower", "upper", "alternate" (the paper's best),
     "strategy_1".."strategy_4", or a pattern of C/M/V/U letters repeated to `layers`
     (1..100000): AgePlan("alternate", 36)."""
 
@@ -74,7 +74,7 @@ class RotaryAngles:
 
     def decode(self, cache_position: int, count: int = 1) -> "RotaryAngles":
         """The angles of the next `count` tokens (decode_position_ids of each geometry's own
-        rope_deltas; the reference gives every layer the Circle-RoPE deltas, see the README)."""
+        rope_deltas; the reference gives every layer the Circle-RoPE deltas, see docs/explanation/differences.md)."""
         positions = {s: decode_position_ids(d, cache_position, count) for s, d in self.rope_deltas.items()}
         return RotaryAngles(self.plan, self.rotary, positions, self.rope_deltas)
 

@@ -119,7 +119,7 @@ class CircleConfig:
         return self._cached_args
 
 
-_document(CircleConfig, "Circle-RoPE options (SPEC 3). Defaults: the paper's recommended setting.", _CIRCLE,
+_document(CircleConfig, "Circle-RoPE options (docs/spec.md §3). Defaults: the paper's recommended setting.", _CIRCLE,
           {key: key for key in _CIRCLE})
 
 
@@ -205,7 +205,7 @@ class RotaryConfig:
         return self._cached_args
 
 
-_document(RotaryConfig, "Which position axis each rotary frequency reads (SPEC 4), and how the rotation pairs "
+_document(RotaryConfig, "Which position axis each rotary frequency reads (docs/spec.md §4), and how the rotation pairs "
           "the dimensions.", _ROTARY, _ROTARY_FIELDS)
 RotaryConfig.__doc__ += (
     "\n    (rotary_dim None is 2 * sum(sections). frequency_layout: chunked is Qwen2/2.5-VL's [t, h, w]"

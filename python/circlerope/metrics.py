@@ -1,5 +1,5 @@
 """Coupling metrics of a geometry: PTD, the paper's Per-Token Distance between text and image
-tokens in index space, and the RoPE kernel deviation, what attention sees of it (SPEC 5)."""
+tokens in index space, and the RoPE kernel deviation, what attention sees of it (docs/spec.md §5)."""
 
 from __future__ import annotations
 

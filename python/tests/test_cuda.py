@@ -66,7 +66,7 @@ def exact_table(pos, sections, frequency_layout, theta=THETA, dim=128):
 
 
 def bound(phi):
-    """docs/cuda.md's bound on every table entry: absolute, 2^-25 + 2^-47 |phi| + 2^-50."""
+    """docs/guides/cuda.md's bound on every table entry: absolute, 2^-25 + 2^-47 |phi| + 2^-50."""
     return 2.0 ** -25 + 2.0 ** -47 * phi.abs() + 2.0 ** -50
 
 

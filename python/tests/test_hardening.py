@@ -1,4 +1,4 @@
-"""Regression tests of the hardening rounds (docs/hardening.md), one per finding that reaches Python.
+"""Regression tests of the hardening rounds (docs/development/hardening.md), one per finding that reaches Python.
 Each failed before its fix; the ones that crashed the interpreter run in a child process, so that a
 crash fails the test instead of the whole suite."""
 import json

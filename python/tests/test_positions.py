@@ -24,7 +24,7 @@ def test_golden_positions_through_get_rope_index(case):
     expected_deltas = torch.tensor(case["expected"]["rope_deltas"], dtype=torch.float64)
     assert position_ids.dtype == torch.float32 and position_ids.shape == expected.shape
     assert rope_deltas.dtype == torch.float32 and rope_deltas.shape == (expected.shape[1], 1)
-    # SPEC: 1e-4 absolute or relative, whichever is larger (the reference computes in float32).
+    # docs/spec.md: 1e-4 absolute or relative, whichever is larger (the reference computes in float32).
     for got, want in ((position_ids.double(), expected), (rope_deltas[:, 0].double(), expected_deltas)):
         bound = 1e-4 * torch.clamp(want.abs(), min=1.0)
         assert torch.all((got - want).abs() <= bound), (got - want).abs().max()

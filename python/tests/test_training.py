@@ -99,7 +99,7 @@ def test_training_with_the_op_gives_the_losses_of_the_pure_pytorch_formula():
     print("losses (fused):", [f"{x:.6f}" for x in fused_losses])
     print("losses (pure): ", [f"{x:.6f}" for x in pure_losses])
     assert fused_losses[-1] < fused_losses[0]  # it learns
-    # The README says the two runs give identical losses to 6 digits: hold the test to that
+    # docs/explanation/numerics.md says the two runs give identical losses to 6 digits: hold the test to that
     # (1e-4 let a 4th-digit difference pass). Measured: equal to all 9 printed digits.
     assert fused_losses == pytest.approx(pure_losses, rel=1e-6, abs=0)
     for a, b in zip(fused_model.parameters(), pure_model.parameters()):

@@ -1,4 +1,4 @@
-// AGE plans (SPEC 6).
+// AGE plans (docs/spec.md §6).
 #include "circlerope/age.h"
 
 #include "circlerope/detail/fail.h"
@@ -36,7 +36,7 @@ AgePlan::AgePlan(std::string_view spec, std::int64_t layers) {
     detail::fail("AGE plan needs 1..", kMaxLayers, " layers (got ", layers, ")");
   const auto n = static_cast<int>(layers);
   std::string pattern(static_cast<size_t>(n), 'C');
-  const int half = n / 2;  // integer division, as SPEC 6 says
+  const int half = n / 2;  // integer division, as docs/spec.md §6 says
   if (spec == "all" || spec == "strategy_1") {
   } else if (spec == "lower" || spec == "strategy_2") {
     for (int l = half; l < n; ++l) pattern[static_cast<size_t>(l)] = 'M';

@@ -23,7 +23,7 @@ struct FrameCoordinates {
 // 2^31 has no integer meaning left there (and would overflow the int64 cast).
 inline constexpr float kLargestFrameTime = 2147483648.0f;
 
-// tau(f) of a video frame (SPEC 2). Qwen2.5-VL computes it in float32 in this
+// tau(f) of a video frame (docs/spec.md §2). Qwen2.5-VL computes it in float32 in this
 // order, then truncates (torch .long()); we do the same so that fractional
 // second_per_grid_t lands on the same integer. Where transformers multiplies integers
 // (4.52-5.17) the product is exact, past 2^24 too.
@@ -80,7 +80,7 @@ inline int64_t frame_time(int64_t f, double second_per_grid_t, const VisionConfi
 
 FrameCoordinates frame_coordinates(const Geometry& geometry, int64_t hm, int64_t wm);
 
-// Added to every cell of frame f (SPEC 2 table; SPEC 3 "Video" for circle).
+// Added to every cell of frame f (docs/spec.md §2 table; docs/spec.md §3 "Video" for circle).
 inline AxisTriple frame_offset(Scheme scheme, int64_t f, int64_t cells_per_frame, int64_t tau) {
   switch (scheme) {
     case Scheme::vanilla: {

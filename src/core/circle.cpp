@@ -1,4 +1,4 @@
-// Block coordinates: the SPEC 2 table and Circle-RoPE (SPEC 3), in double; the
+// Block coordinates: the docs/spec.md §2 table and Circle-RoPE (docs/spec.md §3), in double; the
 // reference computes in float32, and the tests hold us to it at 1e-4.
 #include "circlerope/circle.h"
 
@@ -21,7 +21,7 @@ struct Centre {
 
 Centre grid_centre(int64_t hm, int64_t wm, const CircleConfig& config) {
   if (!config.move_to_origin) return {};
-  // SPEC 3 step 2: subtract (max + min) / 2 of each axis.
+  // docs/spec.md §3 step 2: subtract (max + min) / 2 of each axis.
   return {static_cast<double>(wm - 1) / 2.0, static_cast<double>(hm - 1) / 2.0};
 }
 
@@ -33,7 +33,7 @@ void check_grid(int64_t hm, int64_t wm) {
     detail::fail("vision grid ", hm, "x", wm, " has more than ", kMaxTokens, " cells, the limit of one call");
 }
 
-// atan2(y', x') of every cell, raster order (SPEC 3 step 4). A centred grid is
+// atan2(y', x') of every cell, raster order (docs/spec.md §3 step 4). A centred grid is
 // symmetric under q -> wm-1-q (x' -> -x') and r -> hm-1-r (y' -> -y'), and
 // atan2(y, -x) = pi - atan2(y, x), atan2(-y, x) = -atan2(y, x) for y, x > 0
 // (and the mirrors of an axis cell are itself), so one quadrant's atan2 gives
@@ -60,7 +60,7 @@ std::vector<double> polar_angles(int64_t hm, int64_t wm, const Centre& c, bool c
   return polar;
 }
 
-// SPEC 3 step 7: whether to shift, and by how much. An offset of 0 is "no shift at all",
+// docs/spec.md §3 step 7: whether to shift, and by how much. An offset of 0 is "no shift at all",
 // like the reference's `if move_to_positive:`.
 bool positive_shift(const CircleConfig& config, double lowest, double& shift) {
   const bool shift_up = config.move_to_positive == PositiveShift::automatic ||
@@ -125,7 +125,7 @@ double circle_radius(int64_t hm, int64_t wm, const CircleConfig& config) {
   validate(config);
   check_grid(hm, wm);
   if (config.radius_mode == RadiusMode::fixed) return config.radius;
-  // SPEC 3 step 3: the largest coordinate *value* over x', y' and z' (= 0 for a
+  // docs/spec.md §3 step 3: the largest coordinate *value* over x', y' and z' (= 0 for a
   // frame), then its absolute value; not a norm.
   const Centre c = grid_centre(hm, wm, config);
   const double largest = std::max({static_cast<double>(wm - 1) - c.x,

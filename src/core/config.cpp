@@ -1,4 +1,4 @@
-// Names and validation of the configuration types (SPEC 1, 3, 4).
+// Names and validation of the configuration types (docs/spec.md §1, 3, 4).
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// Multimodal positions (SPEC 1): tokens -> chunks -> positions.
+// Multimodal positions (docs/spec.md §1): tokens -> chunks -> positions.
 //
 // Two sources share one placement routine: `RowSplitter::split` turns a row of
 // Qwen token ids into chunks (text run + optional vision block),
@@ -76,7 +76,7 @@ class Placer {
         flat_(detail::flat_mrope_blocks(vision, geometry.scheme)),
         exact_(vision.compat != Compat::none && geometry.scheme != Scheme::circle) {}
 
-  // Writes the row's unmasked positions; returns the rope delta (SPEC 1; Compat in
+  // Writes the row's unmasked positions; returns the rope delta (docs/spec.md §1; Compat in
   // positions.h for the transformers behaviours). `padded`: the row has masked tokens. With
   // out.t null it writes nothing and only runs the checks (the first pass of
   // rope_index_into), with the same arithmetic, so a row that passed it cannot fail when written.
@@ -215,7 +215,7 @@ class Placer {
   std::vector<std::pair<std::pair<int64_t, int64_t>, detail::FrameCoordinates>> cache_;
 };
 
-// Token ids of one row -> chunks (SPEC 1 "Sequences"), consuming grids from the
+// Token ids of one row -> chunks (docs/spec.md §1 "Sequences"), consuming grids from the
 // running counters. Strict where the reference would silently misplace blocks.
 class RowSplitter {
  public:
@@ -457,7 +457,7 @@ void build(const RopeIndexInput& input, const VisionConfig& vision, const Geomet
     rope_deltas[b] = placer.place_row(row_chunks, out, seq, true, blocks);
     for (int64_t s = 0; s < seq; ++s)
       if (mask[s] == 0) {
-        row_t[s] = row_h[s] = row_w[s] = padding;  // SPEC 1: masked tokens get 1 (hf-5.2 on: 0)
+        row_t[s] = row_h[s] = row_w[s] = padding;  // docs/spec.md §1: masked tokens get 1 (hf-5.2 on: 0)
         if (row_map) row_map[s] = kMaskedToken;
       }
     for (int64_t k = 0; k < n; ++k) {

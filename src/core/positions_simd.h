@@ -1,6 +1,6 @@
-// Internal: the vectorised hot loops of the positions (SPEC 1-3) beside their scalar
+// Internal: the vectorised hot loops of the positions (docs/spec.md §1-3) beside their scalar
 // reference, chosen at run time:
-//  - the Circle-RoPE ring of one frame (SPEC 3 steps 1-6) in double-precision vectors, beside
+//  - the Circle-RoPE ring of one frame (docs/spec.md §3 steps 1-6) in double-precision vectors, beside
 //    circle_ring (circle.cpp: libm atan2 and sincos, one cell at a time);
 //  - the search for the next vision token in a row of token ids, beside a plain loop.
 //
@@ -25,7 +25,7 @@ namespace circlerope::detail {
 // One frame's ring before the move_to_positive shift: raster order, hm * wm cells.
 struct RingJob {
   std::int64_t hm = 0, wm = 0;
-  double cx = 0, cy = 0;  // subtracted from the column and row (SPEC 3 step 2; 0 if not centred)
+  double cx = 0, cy = 0;  // subtracted from the column and row (docs/spec.md §3 step 2; 0 if not centred)
   bool centred = false;   // move_to_origin: cx = (wm - 1) / 2, cy = (hm - 1) / 2
   double radius = 0, alpha = 0, beta = 0;  // beta: dff_rate, 0 for none
   double* t = nullptr;  // P.z per cell (the temporal axis); also scratch for the polar angles

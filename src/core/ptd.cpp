@@ -1,4 +1,4 @@
-// PTD (SPEC 5) and the RoPE kernel deviation (DESIGN.md), per block and per row.
+// PTD (docs/spec.md §5) and the RoPE kernel deviation (docs/spec.md §5), per block and per row.
 #include "circlerope/ptd.h"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 // the emulator test checks that). Free of the standard library and libm so that the
 // freestanding emulator test runs it too.
 //
-// Per cell, as circle_ring does it (SPEC 3 steps 1-6): x' = q - cx, y' = r - cy,
+// Per cell, as circle_ring does it (docs/spec.md §3 steps 1-6): x' = q - cx, y' = r - cy,
 // theta_s = atan2(y', x'); theta_SA = (theta_s - min) 2pi / (max - min) when max > min;
 // theta_GA = 2pi j / N; theta = alpha theta_SA + (1 - alpha) theta_GA; (a, b) = R (cos, sin);
 // P = a u + b v, blended with G = x' u + y' v by beta. Three passes over the cells: the polar

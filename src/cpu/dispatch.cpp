@@ -70,9 +70,9 @@ namespace {
 // The kernels' view of the process's one path choice (detail/cpu_probe.h): the same probe
 // and CIRCLEROPE_ISA, plus the known-answer comparison of each AVX-512 path with avx2
 // (known_answer.h), so that they never touch user data on a CPU where they disagree with avx2
-// (they have run on real hardware on one CPU model, an AMD Zen 4; docs/simd.md). avx512bf16
+// (they have run on real hardware on one CPU model, an AMD Zen 4; docs/development/simd.md). avx512bf16
 // is avx512 with the hardware's bf16 rounding: the same bits, and bf16 rows 1.2-1.3x faster
-// where the arithmetic bounds them (AMD Zen 4, docs/simd.md), so automatic prefers it.
+// where the arithmetic bounds them (AMD Zen 4, docs/development/simd.md), so automatic prefers it.
 bool known_answer(Isa isa) {
 #if defined(CIRCLEROPE_HAVE_X86_KERNELS)
   if (isa == Isa::avx512)

@@ -1,4 +1,4 @@
-// Angle tables (SPEC 4) and their AGE plan.
+// Angle tables (docs/spec.md §4) and their AGE plan.
 #include <cmath>
 #include <cstdint>
 #include <limits>

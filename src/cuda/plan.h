@@ -15,7 +15,7 @@
 namespace circlerope::gpu {
 
 // How the rotation's work is cut; the defaults are what cuda::rotate uses. bench/cuda_variants.cu
-// plans with others to compare: on an H200 (docs/cuda.md) 2 heads per item was fastest for
+// plans with others to compare: on an H200 (docs/guides/cuda.md) 2 heads per item was fastest for
 // 16-bit storage and 1 for float32 (by 1-3% over the other 32-bit variants), 32-bit index
 // arithmetic 4-18% faster than 64-bit.
 struct PlanOptions {

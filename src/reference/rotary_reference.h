@@ -1,4 +1,4 @@
-// circlerope reference — the rotation of SPEC 4 in float64, one element at a time, written
+// circlerope reference — the rotation of docs/spec.md §4 in float64, one element at a time, written
 // to be obviously right rather than fast. It shares nothing with the kernels but the core's
 // frequency_axes / inverse_frequencies: no table, no staging, its own storage decoding.
 // Used by the tests, `circlerope check` and the benchmarks' spot checks.
@@ -52,7 +52,7 @@ long double exact_table_entry(const RotaryConfig& config, float p, int i);
 // The angle phi = p * theta^(-2f/D) of entry i, in double.
 double table_angle(const RotaryConfig& config, float p, int i);
 // The absolute bound every table entry keeps against exact_table_entry, on the CPU and on a
-// GPU (docs/cuda.md): half a float ulp of a value in [0.5, 1] (2^-25), plus the double angle's
+// GPU (docs/guides/cuda.md): half a float ulp of a value in [0.5, 1] (2^-25), plus the double angle's
 // error (2^-47 |phi|), plus a few double ulps of the cos/sin. Absolute, not in ulps of the
 // value: near a zero of cos or sin the value is tiny and its ulps say nothing about the
 // rotation, which sees the error relative to the pair's norm, 1.

@@ -4,7 +4,7 @@
 //
 // Oracle: an accepted layout has only items the grammar allows (sides and counts >= 1,
 // seconds finite and >= 0), and format_layout's text parses back to the same segments;
-// positions and metrics are checked against positions_oracle.h (SPEC 1-3, 5).
+// positions and metrics are checked against positions_oracle.h (docs/spec.md §1-3, 5).
 #include <cstdint>
 #include <string>
 #include <string_view>

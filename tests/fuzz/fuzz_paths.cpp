@@ -5,7 +5,7 @@
 // reach every store of the kernels (two-vector steps, one-vector steps, masked tails, the
 // staged path of strided rows, in place, unaligned outs).
 //
-// Oracle, independent of src/cpu and src/reference: the rotation of SPEC 4 in float32 as
+// Oracle, independent of src/cpu and src/reference: the rotation of docs/spec.md §4 in float32 as
 // rotary.h documents its rounding, y0 = x0 c - (x1 s) and y1 = x1 c + (x0 s), the product in
 // parentheses rounded and the rest fused (std::fma: the FMA paths) or rounded twice
 // (portable), then stored by the documented NaN rule: round to nearest even (done here by

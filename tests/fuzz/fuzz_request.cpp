@@ -1,9 +1,9 @@
 // libFuzzer target: a JSON request (what `circlerope positions --request` reads) through the
 // parser, the positions of every scheme, the coupling metrics and positions_json.
 //
-// Oracle (positions_oracle.h, written from the SPEC): the request is valid exactly when the
-// oracle's split says so; valid positions match SPEC 1-3; PTD and the RoPE kernel deviation
-// match SPEC 5 / DESIGN.md; positions_json round-trips. The JSON strictness of the request reader
+// Oracle (positions_oracle.h, written from the spec (docs/spec.md)): the request is valid exactly when the
+// oracle's split says so; valid positions match docs/spec.md §1-3; PTD and the RoPE kernel deviation
+// match docs/spec.md §5 (its RoPE kernel deviation too); positions_json round-trips. The JSON strictness of the request reader
 // is checked here too (NUL bytes, duplicate keys, integers beyond int64, loose "auto-k").
 #include <cstdint>
 #include <sstream>
@@ -100,12 +100,12 @@ void check_json(const Positions& p, int64_t decode) {
   for (int a = 0; a < 3; ++a)
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t i = 0; i < decode; ++i) {
-        // SPEC 1: cache position S + i plus the row's delta. The 5.3-on modes (positions.h's
-        // table, not in the SPEC) measure their deltas against the real tokens: real tokens + i + delta.
+        // docs/spec.md §1: cache position S + i plus the row's delta. The 5.3-on modes (positions.h's
+        // table, not in the spec (docs/spec.md)) measure their deltas against the real tokens: real tokens + i + delta.
         const int64_t cache = compat_deltas_count_real_tokens(p.compat) ? p.real_tokens.at(static_cast<size_t>(b)) : p.seq_len;
         const float want = static_cast<float>(cache + i) + p.rope_deltas[static_cast<size_t>(b)];
         FUZZ_CHECK(dec.at(a).at(b).at(i).get<double>() == static_cast<double>(want),
-                   "positions_json: decode position (%d, %lld, %lld) is %.9g, SPEC 1 says %.9g", a, (long long)b,
+                   "positions_json: decode position (%d, %lld, %lld) is %.9g, docs/spec.md §1 says %.9g", a, (long long)b,
                    (long long)i, dec.at(a).at(b).at(i).get<double>(), want);
       }
 }
@@ -176,7 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (request.vision.compat == Compat::none) {
       fuzz::oracle::check_positions(rows, request.vision, scheme, geometry.circle, produced);
     } else {
-      // The transformers compat modes are not in the SPEC (positions.h documents them): their
+      // The transformers compat modes are not in the spec (docs/spec.md) (positions.h documents them): their
       // numbers are not checked here, only that they are finite; metrics and JSON still are.
       fuzz::count("compat positions (numbers not checked)");
       for (float v : p.position_ids) FUZZ_CHECK(std::isfinite(v), "%s: a non-finite position and success", sn);

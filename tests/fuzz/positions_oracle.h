@@ -1,5 +1,5 @@
-// An independent second implementation of SPEC 1, 2, 3 (checks only) and 5, written from the
-// SPEC for the fuzz targets: which inputs are valid, what the positions of the 1-D and M-RoPE
+// An independent second implementation of docs/spec.md §1, 2, 3 (checks only) and 5, written from the
+// The spec (docs/spec.md) for the fuzz targets: which inputs are valid, what the positions of the 1-D and M-RoPE
 // schemes are, which geometric facts every Circle-RoPE block satisfies, and what PTD and the
 // RoPE kernel deviation are. It shares no code with src/core (only the plain input types), so
 // an agreement is a real check. Sizes are small here (the targets bound them), so it is
@@ -37,7 +37,7 @@ struct Block {
   int64_t tokens() const { return t * hm * wm; }
 };
 
-// `text` text tokens, then maybe one block (SPEC 1's unit of "after each chunk").
+// `text` text tokens, then maybe one block (docs/spec.md §1's unit of "after each chunk").
 struct Chunk {
   int64_t text = 0;
   bool has_block = false;
@@ -49,7 +49,7 @@ struct Row {
   std::vector<Chunk> chunks;
 };
 
-// SPEC 1/2 frame time, in float32 in the reference's order, truncated. NaN when it has no
+// docs/spec.md §1/2 frame time, in float32 in the reference's order, truncated. NaN when it has no
 // value (a second_per_grid_t beyond float32 times frame 0).
 inline double frame_time(int64_t f, double seconds, const VisionConfig& v) {
   const float tau = v.time == TimeMode::index
@@ -59,7 +59,7 @@ inline double frame_time(int64_t f, double seconds, const VisionConfig& v) {
   return std::trunc(static_cast<double>(tau));
 }
 
-// "" when the vision config is valid, else why not (SPEC 1 errors; tokens_per_second is read
+// "" when the vision config is valid, else why not (docs/spec.md §1 errors; tokens_per_second is read
 // in float32 like the reference, positions.h).
 inline std::string vision_problem(const VisionConfig& v) {
   if (v.spatial_merge_size < 1) return "spatial_merge_size < 1";
@@ -91,8 +91,8 @@ struct Batch {
   std::vector<double> seconds;  // empty: 1.0 each
 };
 
-// Splits every row into chunks (SPEC 1) and says whether the batch is valid: "" or the
-// reason. Documented strictness beyond SPEC 1's list (positions.cpp, README): an image or
+// Splits every row into chunks (docs/spec.md §1) and says whether the batch is valid: "" or the
+// reason. Documented strictness beyond docs/spec.md §1's list (positions.cpp, docs/spec.md §1.8): an image or
 // video token outside a block is an error, and the run of vision tokens after a start must
 // have exactly the grid's size; a start not followed by a vision token is text.
 inline std::string split(const Batch& in, const VisionConfig& v, std::vector<Row>& rows) {
@@ -162,7 +162,7 @@ inline std::string split(const Batch& in, const VisionConfig& v, std::vector<Row
   return "";
 }
 
-// The radius of a frame's ring (SPEC 3 step 3).
+// The radius of a frame's ring (docs/spec.md §3 step 3).
 inline double ring_radius(const CircleConfig& c, int64_t hm, int64_t wm) {
   if (c.radius_mode == RadiusMode::fixed) return c.radius;
   const double div = c.move_to_origin ? 2.0 : 1.0;
@@ -170,7 +170,7 @@ inline double ring_radius(const CircleConfig& c, int64_t hm, int64_t wm) {
   return c.radius_scale * largest;
 }
 
-// SPEC 3 steps 1-8 for one frame's Hm x Wm cells, in double: offsets from the anchor
+// docs/spec.md §3 steps 1-8 for one frame's Hm x Wm cells, in double: offsets from the anchor
 // (t, h, w) per cell in raster order, before the frame's tau.
 struct Offset {
   double t, h, w;
@@ -266,7 +266,7 @@ inline const char* name(Scheme s) {
 inline void check_positions(const std::vector<Row>& rows, const VisionConfig& v, Scheme scheme,
                             const CircleConfig& c, const Produced& p) {
   const char* sn = name(scheme);
-  // A successful call returns finite positions (SPEC 1: out of range is an error).
+  // A successful call returns finite positions (docs/spec.md §1: out of range is an error).
   for (int64_t i = 0; i < 3 * p.batch * p.seq; ++i)
     // (finding F4, regressions/request/f4_nan_ring.json: a ring that overflowed double gave
     // NaN, which a max/min range check passes over)
@@ -284,14 +284,14 @@ inline void check_positions(const std::vector<Row>& rows, const VisionConfig& v,
     for (int64_t s = 0; s < p.seq; ++s) {
       if (unmasked[static_cast<size_t>(s)]) continue;
       for (int a = 0; a < 3; ++a)
-        FUZZ_CHECK(p.at(a, b, s) == 1.0f, "%s: masked token %lld of row %lld has %g on axis %d (SPEC 1: 1.0)",
+        FUZZ_CHECK(p.at(a, b, s) == 1.0f, "%s: masked token %lld of row %lld has %g on axis %d (docs/spec.md §1: 1.0)",
                    sn, (long long)s, (long long)b, p.at(a, b, s), a);
       if (p.token_block)
         FUZZ_CHECK(p.token_block[b * p.seq + s] == circlerope::kMaskedToken, "%s: token map of masked token", sn);
     }
     // The reference (Qwen2.5-VL get_rope_index): st_idx = llm_pos_ids_list[-1].max() + 1, the
     // last piece appended being the block when there is one (its text before it does not
-    // count), and rope_delta = llm_positions.max() + 1 - S over the whole row. SPEC 1 says
+    // count), and rope_delta = llm_positions.max() + 1 - S over the whole row. docs/spec.md §1 says
     // "max of that chunk", which is the same unless a block lies below its own text (a
     // negative move_to_positive offset).
     float next = 0.0f;
@@ -304,7 +304,7 @@ inline void check_positions(const std::vector<Row>& rows, const VisionConfig& v,
         const int64_t s = row.real[k];
         const auto want = static_cast<float>(static_cast<double>(next) + static_cast<double>(i));
         for (int a = 0; a < 3; ++a)
-          FUZZ_CHECK(p.at(a, b, s) == want, "%s: text token %lld of row %lld: axis %d is %.9g, SPEC 1 says %.9g",
+          FUZZ_CHECK(p.at(a, b, s) == want, "%s: text token %lld of row %lld: axis %d is %.9g, docs/spec.md §1 says %.9g",
                      sn, (long long)s, (long long)b, a, p.at(a, b, s), want);
         if (p.token_block)
           FUZZ_CHECK(p.token_block[b * p.seq + s] == circlerope::kTextToken, "%s: token map of text token %lld",
@@ -323,7 +323,7 @@ inline void check_positions(const std::vector<Row>& rows, const VisionConfig& v,
           FUZZ_CHECK(info.row == b && info.begin == row.real[k] && info.t == blk.t && info.hm == blk.hm &&
                          info.wm == blk.wm && info.is_video == blk.video && info.grid_index == blk.grid_index &&
                          info.anchor == anchor,
-                     "%s: BlockInfo %zu differs from SPEC 1 (row %lld begin %lld t %lld grid %lldx%lld anchor %.17g)",
+                     "%s: BlockInfo %zu differs from docs/spec.md §1 (row %lld begin %lld t %lld grid %lldx%lld anchor %.17g)",
                      sn, block_counter, (long long)b, (long long)row.real[k], (long long)blk.t,
                      (long long)blk.hm, (long long)blk.wm, anchor);
         }
@@ -360,19 +360,19 @@ inline void check_positions(const std::vector<Row>& rows, const VisionConfig& v,
               // one float32 ulp: the sum's order may differ in the last bit of a double
               FUZZ_CHECK(std::fabs(pt - wt) <= ulp_f32(wt) && std::fabs(ph - wh) <= ulp_f32(wh) &&
                              std::fabs(pw - ww) <= ulp_f32(ww),
-                         "%s: vision token %lld of row %lld (frame %lld, cell %lld): (%.9g, %.9g, %.9g), SPEC 2 "
+                         "%s: vision token %lld of row %lld (frame %lld, cell %lld): (%.9g, %.9g, %.9g), docs/spec.md §2 "
                          "says (%.9g, %.9g, %.9g)",
                          sn, (long long)s, (long long)b, (long long)f, (long long)j, pt, ph, pw, wt, wh, ww);
               continue;
             }
-            // Circle-RoPE (SPEC 3): the frame's ring, translated by tau along (1,1,1).
+            // Circle-RoPE (docs/spec.md §3): the frame's ring, translated by tau along (1,1,1).
             const Offset& o = cells_ring[static_cast<size_t>(j)];
             const double want[3] = {centre + o.t, centre + o.h, centre + o.w};
             const float got[3] = {pt, ph, pw};
             for (int a = 0; a < 3; ++a)
               FUZZ_CHECK(std::fabs(got[a] - want[a]) <= tol,
                          "circle: vision token %lld of row %lld (frame %lld, cell %lld of %lldx%lld), axis %d: "
-                         "%.9g, SPEC 3 says %.9g (tolerance %.3g)",
+                         "%.9g, docs/spec.md §3 says %.9g (tolerance %.3g)",
                          (long long)s, (long long)b, (long long)f, (long long)j, (long long)blk.hm,
                          (long long)blk.wm, a, got[a], want[a], tol);
           }
@@ -389,15 +389,15 @@ inline void check_positions(const std::vector<Row>& rows, const VisionConfig& v,
     // (finding F1, regressions/request/f1_delta_below_row_max.json: the delta came from the last
     // chunk's maximum, below the row's when a negative move_to_positive offset puts the last
     // block under earlier tokens)
-    FUZZ_CHECK(p.rope_deltas[b] == want_delta, "%s: rope_delta of row %lld is %.9g, SPEC 1 (max of the row + 1 - S) says %.9g", sn,
+    FUZZ_CHECK(p.rope_deltas[b] == want_delta, "%s: rope_delta of row %lld is %.9g, docs/spec.md §1 (max of the row + 1 - S) says %.9g", sn,
                (long long)b, p.rope_deltas[b], want_delta);
   }
   if (p.blocks)
-    FUZZ_CHECK(block_counter == p.blocks->size(), "%s: Positions::blocks has %zu blocks, SPEC 1 finds %zu", sn,
+    FUZZ_CHECK(block_counter == p.blocks->size(), "%s: Positions::blocks has %zu blocks, docs/spec.md §1 finds %zu", sn,
                p.blocks->size(), block_counter);
 }
 
-// SPEC 4 axis of each frequency and inv_freq (same double expression as the SPEC).
+// docs/spec.md §4 axis of each frequency and inv_freq (same double expression as the spec (docs/spec.md)).
 inline std::vector<int> spec_axes(const circlerope::RotaryConfig& r) {
   const int half = r.rotary_dim / 2;
   std::vector<int> axes(static_cast<size_t>(half), 0);
@@ -414,7 +414,7 @@ inline std::vector<int> spec_axes(const circlerope::RotaryConfig& r) {
   return axes;
 }
 
-// SPEC 5 PTD and DESIGN's RoPE kernel deviation, from the produced positions.
+// docs/spec.md §5 PTD and the RoPE kernel deviation of §5, from the produced positions.
 inline void check_metrics(const std::vector<Row>& rows, Scheme scheme, const circlerope::RotaryConfig& rotary,
                           const Produced& p, const circlerope::CouplingMetrics& m) {
   const char* sn = name(scheme);
@@ -475,24 +475,24 @@ inline void check_metrics(const std::vector<Row>& rows, Scheme scheme, const cir
       dev /= static_cast<double>(text.size());
       FUZZ_CHECK(got.row == b && got.text_tokens == static_cast<int64_t>(text.size()) &&
                      got.vision_tokens == static_cast<int64_t>(vis.size()),
-                 "%s: BlockMetrics of block %zu has row %lld, %lld text and %lld vision tokens; SPEC 5 counts "
+                 "%s: BlockMetrics of block %zu has row %lld, %lld text and %lld vision tokens; docs/spec.md §5 counts "
                  "row %lld, %zu and %zu",
                  sn, block_index - 1, (long long)got.row, (long long)got.text_tokens,
                  (long long)got.vision_tokens, (long long)b, text.size(), vis.size());
       const double ptd_tol = 1e-9 * (largest + 1);
-      FUZZ_CHECK(std::fabs(got.ptd - ptd) <= ptd_tol, "%s: PTD of block %zu is %.17g, SPEC 5 gives %.17g", sn,
+      FUZZ_CHECK(std::fabs(got.ptd - ptd) <= ptd_tol, "%s: PTD of block %zu is %.17g, docs/spec.md §5 gives %.17g", sn,
                  block_index - 1, got.ptd, ptd);
       // cos(a) cos(b) + sin(a) sin(b) vs cos(a - b): equal up to the phases' rounding.
       if (phase < 0x1p20)
         FUZZ_CHECK(std::fabs(got.rope_kernel_deviation - dev) <= 1e-9 + phase * 0x1p-40,
-                   "%s: RoPE kernel deviation of block %zu is %.17g, DESIGN.md's formula gives %.17g", sn,
+                   "%s: RoPE kernel deviation of block %zu is %.17g, docs/spec.md §5's formula gives %.17g", sn,
                    block_index - 1, got.rope_kernel_deviation, dev);
       if (scheme == Scheme::unordered)
-        FUZZ_CHECK(got.ptd <= ptd_tol, "unordered: PTD %.17g is not 0 (SPEC 5)", got.ptd);
+        FUZZ_CHECK(got.ptd <= ptd_tol, "unordered: PTD %.17g is not 0 (docs/spec.md §5)", got.ptd);
       sum_ptd += got.ptd;
     }
   }
-  FUZZ_CHECK(reported == m.blocks.size(), "%s: coupling_metrics reports %zu blocks, SPEC 5 has %zu", sn,
+  FUZZ_CHECK(reported == m.blocks.size(), "%s: coupling_metrics reports %zu blocks, docs/spec.md §5 has %zu", sn,
              m.blocks.size(), reported);
   if (reported == 0)
     FUZZ_CHECK(std::isnan(m.ptd), "%s: PTD without any block is %g, ptd.h says NaN", sn, m.ptd);

@@ -1,7 +1,7 @@
 // circlerope — detail, not API: which vector instruction sets this CPU has *and* the OS lets a
 // program use, from CPUID and XGETBV. Read by the process's one path probe (cpu_probe.h,
 // src/core/cpu_path.cpp), whose decision the rotary kernels and the positions both take, and
-// public like detail/fail.h (DESIGN.md layering); no stability promise. Header-only and free
+// public like detail/fail.h (docs/design.md layering); no stability promise. Header-only and free
 // of the standard library beyond <cstdint>, so that the freestanding AVX-512 emulator test
 // (tests/avx512_emulator) runs exactly this code inside Bochs.
 //

@@ -1,6 +1,6 @@
 // circlerope — detail, not API: how the library builds the one-line message of a
 // circlerope::Error. Public (installed) so that the kernels, the C APIs and future backends
-// include only public headers (DESIGN.md layering); no stability promise.
+// include only public headers (docs/design.md layering); no stability promise.
 #pragma once
 
 #include <sstream>

@@ -1,4 +1,4 @@
-// Internal: the axis read by rotary frequency i (SPEC 4), in one definition for the core
+// Internal: the axis read by rotary frequency i (docs/spec.md §4), in one definition for the core
 // (frequency_axes) and the CUDA table kernel (src/cuda/rotary_device.h), which computes it
 // per thread instead of receiving a table of axes. Plain C++17, no library calls.
 #pragma once

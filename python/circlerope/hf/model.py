@@ -326,7 +326,7 @@ def _vision_mask(input_ids: Tensor, vision: VisionConfig) -> Tensor:
 
 
 def _opens_block(input_ids: Tensor, vision: VisionConfig) -> bool:
-    """A vision start followed by an image or video token: a block (SPEC 1). A lone image token
+    """A vision start followed by an image or video token: a block (docs/spec.md §1). A lone image token
     (a model may generate one) is text, as a full recompute would read it."""
     if input_ids.size(-1) < 2:
         return False

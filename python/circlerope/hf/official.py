@@ -49,7 +49,7 @@ Other keys are refused, among them ms-swift's v2 example keys circle_r, base and
 mrope_section, which no official code reads (such a config runs with radius and alpha -1).
 
 One difference stays: while decoding, the official code gives every layer the Circle-RoPE
-rope_deltas, M-RoPE layers included; AgePlan keeps each geometry's own deltas (SPEC 6).
+rope_deltas, M-RoPE layers included; AgePlan keeps each geometry's own deltas (docs/spec.md §6).
 """
 
 from __future__ import annotations
