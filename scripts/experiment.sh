@@ -10,11 +10,18 @@
 # Ctrl-C saves what was measured. Every run's weights are kept in <out>/checkpoints/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# NPROC starts that many processes: an integer in [1, 64], as --workers (docs/experiment.md,
+# Ranges); checked before anything is installed or built.
+nproc_ddp=${NPROC:-1}
+if ! [[ $nproc_ddp =~ ^[0-9]{1,9}$ ]] || ((10#$nproc_ddp < 1 || 10#$nproc_ddp > 64)); then
+  echo "experiment.sh: error: NPROC must be an integer in [1, 64]" >&2
+  exit 2
+fi
+nproc_ddp=$((10#$nproc_ddp))
 scripts/setup.sh  # .venv/ with torch, tqdm and matplotlib (constraints.txt)
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCIRCLEROPE_BUILD_TORCH=ON >/dev/null
 cmake --build build/release -j "$(nproc)" --target circlerope_python
 export PYTHONPATH="$PWD/build/release/python:$PWD/experiments${PYTHONPATH:+:$PYTHONPATH}"
-nproc_ddp=${NPROC:-1}
 if [[ $nproc_ddp -gt 1 ]]; then
   exec .venv/bin/python -m torch.distributed.run --standalone --nproc_per_node "$nproc_ddp" -m tiny_vlm "$@"
 fi

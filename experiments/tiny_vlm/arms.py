@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Union
 
+from .limits import NUMBER, shown
+
 
 @dataclasses.dataclass(frozen=True)
 class Arm:
@@ -52,13 +54,13 @@ def parse_arm(spec: str) -> Arm:
     if spec in NAMED:
         return NAMED[spec]
     if "=" not in spec:
-        raise ValueError(f"unknown arm '{spec}' (named arms: {', '.join(ALL)}; or a spec such as "
+        raise ValueError(f"unknown arm {shown(spec)} (named arms: {', '.join(ALL)}; or a spec such as "
                          "plan=CM:r=5:a=0.5:frequency_layout=interleaved)")
     fields: Dict[str, object] = {}
     for item in spec.split(":"):
         key, sep, value = item.partition("=")
         if not sep or not value:
-            raise ValueError(f"arm '{spec}': '{item}' is not key=value")
+            raise ValueError(f"arm {shown(spec)}: {shown(item)} is not key=value")
         if key == "plan":
             fields["plan"] = value
         elif key == "r":
@@ -70,25 +72,26 @@ def parse_arm(spec: str) -> Arm:
             fields["alpha"] = _number(spec, key, value)
         elif key == "frequency_layout":
             if value not in ("chunked", "interleaved"):
-                raise ValueError(f"arm '{spec}': frequency_layout '{value}' (expected chunked or interleaved)")
+                raise ValueError(f"arm {shown(spec)}: frequency_layout {shown(value)} (expected chunked or interleaved)")
             fields["frequency_layout"] = value
         else:
-            raise ValueError(f"arm '{spec}': unknown key '{key}' (expected plan, r, a, frequency_layout)")
+            raise ValueError(f"arm {shown(spec)}: unknown key {shown(key)} (expected plan, r, a, frequency_layout)")
     return Arm(name=spec, **fields)
 
 
 def _number(spec: str, key: str, value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"arm '{spec}': {key}={value} is not a number") from None
+    """A number by the library's grammar (decimal; no inf, nan, hex or '_'); its range is the
+    library's (circlerope.CircleConfig, which plan.resolve and checkpoint.check_run call)."""
+    if len(value) > 100 or not NUMBER.fullmatch(value):
+        raise ValueError(f"arm {shown(spec)}: {key}={shown(value)} is not a number")
+    return float(value)
 
 
 def parse_arms(text: str) -> List[Arm]:
     names = [s.strip() for s in text.split(",")]
     if not text.strip() or any(not s for s in names):
-        raise ValueError(f"--arms '{text}': empty arm name")
+        raise ValueError(f"--arms {shown(text)}: empty arm name")
     arms = [parse_arm(s) for s in names]
     if len({a.name for a in arms}) != len(arms):
-        raise ValueError(f"--arms '{text}': an arm is listed twice")
+        raise ValueError(f"--arms {shown(text)}: an arm is listed twice")
     return arms

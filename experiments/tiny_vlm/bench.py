@@ -253,14 +253,25 @@ def predict(presets, m: dict, par: Optional[dict]) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="tiny_vlm.bench")
+    from .limits import InputError, parse_int
+    from .plan import PRESETS, Parser
+    p = Parser(prog="tiny_vlm.bench")
     p.add_argument("--preset", default="quick", help="whose model and data are measured")
     p.add_argument("--baseline", help="an older version's experiments/ folder, for the before/after comparisons")
-    p.add_argument("--rounds", type=int, default=20, help="steps per measurement")
+    p.add_argument("--rounds", default="20", help="steps per measurement")
     p.add_argument("--no-parallel", action="store_true", help="skip the two-process measurement")
-    p.add_argument("--child-steps", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--child-steps", help=argparse.SUPPRESS)
     p.add_argument("--json", help="also write the numbers here")
-    args = p.parse_args()
+    try:
+        args = p.parse_args()
+        if args.preset not in PRESETS:
+            raise InputError(f"--preset: expected one of {', '.join(PRESETS)}")
+        args.rounds = parse_int("--rounds", args.rounds, "rounds")
+        if args.child_steps is not None:
+            args.child_steps = parse_int("--child-steps", args.child_steps, "rounds")
+    except InputError as e:
+        print(f"tiny_vlm.bench: error: {e}", file=sys.stderr)
+        return 2
     if args.child_steps:
         child_steps(args)
         return 0

@@ -14,7 +14,8 @@ import threading
 import time
 from typing import Dict, List, Optional
 
-from .plan import CliError, Plan, resolve
+from .limits import InputError
+from .plan import Plan, resolve
 
 # ------------------------------------------------------------------ running ---
 def _worker(jobs, events, stop, threads: int, parent: int, streams: Optional[str]) -> None:
@@ -245,7 +246,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
         plan = resolve(argv)
-    except CliError as e:
+    except InputError as e:
         print(f"tiny_vlm: error: {e}", file=sys.stderr)
         return 2
     import torch

@@ -9,6 +9,11 @@ its own splits, so the same parameters give the same sequences and the same accu
 recorded (shown beside, when the run had such a split). Prints a table and writes the same
 metrics as a split of results.json (accuracy, majority, per-cell lookup, ...) plus the content
 baseline to --out (default: <checkpoint>/eval-<split hash>.json).
+
+Before any work, run.json and every option are checked against the ranges in limits.py (the ones
+the presets and the command line have, so a file cannot ask for what a flag could not), and
+model.pt is loaded with torch.load(weights_only=True) and checked against the model run.json
+describes (checkpoint.py); a bad value or file exits with one line, code 2.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import sys
 from typing import List, Optional
 
 from . import data
-from .plan import CliError, Parser, parse_grids, parse_int, parse_objects, parse_pair
+from . import limits
+from .limits import InputError
+from .plan import Parser, parse_grids, parse_int, parse_objects, parse_pair
 
 
 def build_parser() -> Parser:
@@ -45,17 +52,18 @@ def build_parser() -> Parser:
 
 
 def resolve(argv: List[str]):
-    """(checkpoint folder, split layout, seqs, seed, content samples, threads, out); CliError."""
+    """(checkpoint folder, RunConfig, what the run recorded, split layout, seqs, seed, content
+    samples, threads, out); InputError."""
+    from .checkpoint import check_layout, read_run
     a = build_parser().parse_args(argv)
     folder = a.checkpoint
     for name in ("model.pt", "run.json"):
         if not os.path.isfile(os.path.join(folder, name)):
-            raise CliError(f"--checkpoint {folder}: no {name} there (a run's checkpoint folder holds model.pt and run.json)")
-    from .train import config_from_json
-    with open(os.path.join(folder, "run.json")) as f:
-        cfg = config_from_json(json.load(f)["config"])
+            raise InputError(f"--checkpoint {limits.shown(folder)}: no {name} there (a run's checkpoint folder "
+                             "holds model.pt and run.json)")
+    cfg, saved = read_run(folder)
     if a.split and a.split not in cfg.evals:
-        raise CliError(f"--split {a.split}: the run has {', '.join(cfg.evals)}")
+        raise InputError(f"--split {limits.shown(a.split)}: the run has {', '.join(cfg.evals)}")
     layout = cfg.evals[a.split or "train"]
     change = {}
     if a.grid:
@@ -64,12 +72,13 @@ def resolve(argv: List[str]):
         text = a.prefix if "," in a.prefix else f"{a.prefix},{a.prefix}"
         change["filler"] = parse_pair("prefix", text)
     if a.gap:
-        change["gap"] = parse_int("gap", a.gap, 0)
+        change["gap"] = parse_int("gap", a.gap)
     if a.questions:
         kinds = [k.strip() for k in a.questions.split(",")]
         unknown = [k for k in kinds if k not in data.QUESTION_TYPES]
         if unknown or not a.questions.strip():
-            raise CliError(f"--questions {a.questions}: expected some of {','.join(data.QUESTION_TYPES)}")
+            raise InputError(f"--questions {limits.shown(a.questions)}: expected some of "
+                             f"{','.join(data.QUESTION_TYPES)}")
         change["mix"] = tuple(1.0 if k in kinds else 0.0 for k in data.QUESTION_TYPES)
     if a.per_sequence:
         change["questions"] = parse_int("per-sequence", a.per_sequence)
@@ -77,19 +86,30 @@ def resolve(argv: List[str]):
         change.update(question_first=True, questions=1)
     layout = dataclasses.replace(layout, **change)
     if layout.question_first and layout.questions != 1:
-        raise CliError(f"--per-sequence {layout.questions}: a question-first sequence holds one question")
+        raise InputError(f"--per-sequence {layout.questions}: a question-first sequence holds one question")
     layout = dataclasses.replace(layout, objects=parse_objects(a.objects or f"{layout.objects[0]},{layout.objects[1]}",
-                                                          layout.grids, layout.mix))
+                                                               layout.grids, layout.mix))
     if layout.filler[0] < layout.gap:
-        raise CliError(f"--gap {layout.gap}: more than the {layout.filler[0]} filler tokens of --prefix "
-                       f"{layout.filler[0]},{layout.filler[1]} (the gap moves filler tokens, it adds none)")
+        raise InputError(f"--gap {layout.gap}: more than the {layout.filler[0]} filler tokens of --prefix "
+                         f"{layout.filler[0]},{layout.filler[1]} (the gap moves filler tokens, it adds none)")
     if layout.mix[2] > 0 and any(h < 2 or w < 2 for h, w in layout.grids):
-        raise CliError("relation questions need grids of at least 2x2 cells")
+        raise InputError("relation questions need grids of at least 2x2 cells")
+    check_layout(layout, "the evaluated layout")   # as a run's splits are: what the options leave
     seqs = (parse_int("seqs", a.seqs) if a.seqs
             else cfg.eval_seqs * (cfg.train.questions if layout.question_first else 1))
-    seed = parse_int("seed", a.seed, 0) if a.seed else cfg.eval_seed
-    return (folder, cfg, layout, seqs, seed, parse_int("content-samples", a.content_samples, 0),
-            parse_int("threads", a.threads), a.out)
+    limits.check_split_size("--seqs" if a.seqs else "the run's evaluation size", layout, seqs)
+    seed = limits.parse_int("--seed", a.seed, "seed") if a.seed else cfg.eval_seed
+    samples, threads = parse_int("content-samples", a.content_samples), parse_int("threads", a.threads)
+    out = a.out
+    if out is None:
+        out = os.path.join(folder, "eval-" + hashlib.sha1((layout.key() + f"/gap={layout.gap}/seqs={seqs}/seed={seed}")
+                                                          .encode()).hexdigest()[:10] + ".json")
+    parent = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise InputError(f"{'--out ' if a.out else ''}{limits.shown(out)}: cannot be written "
+                         f"({'a folder' if os.path.isdir(out) else 'no writable folder ' + limits.shown(parent)})"
+                         + ("" if a.out else "; pass --out"))
+    return folder, cfg, saved, layout, seqs, seed, samples, threads, out
 
 
 def recorded_split(cfg, saved: dict, layout: data.Layout, seqs: int, seed: int) -> Optional[str]:
@@ -105,15 +125,16 @@ def recorded_split(cfg, saved: dict, layout: data.Layout, seqs: int, seed: int) 
 
 def main(argv: List[str]) -> int:
     try:
-        folder, cfg, layout, seqs, seed, samples, threads, out = resolve(argv)
-    except CliError as e:
+        folder, cfg, saved, layout, seqs, seed, samples, threads, out = resolve(argv)
+        import torch
+        torch.set_num_threads(threads)
+        from .checkpoint import load_weights
+        model = load_weights(folder, cfg)
+    except InputError as e:
         print(f"tiny_vlm eval: error: {e}", file=sys.stderr)
         return 2
-    import torch
-    torch.set_num_threads(threads)
     from . import content
-    from .train import load_checkpoint, predict, records, summarise
-    model, cfg, saved = load_checkpoint(folder)
+    from .train import predict, records, summarise
     examples = data.make_examples(seed, layout.key(), 0, range(seqs), layout)
     metrics = summarise(records(examples, predict(model, examples)))
     if samples:
@@ -138,10 +159,11 @@ def main(argv: List[str]) -> int:
                  metrics["recorded"]["accuracy"].get(kind) if name else None]
         print(f"{kind:10s} {metrics['questions'][kind]:9d} "
               + " ".join(f"{100 * c:8.1f}" if c is not None else f"{'–':>8s}" for c in cells))
-    if out is None:
-        out = os.path.join(folder, "eval-" + hashlib.sha1((layout.key() + f"/gap={layout.gap}/seqs={seqs}/seed={seed}")
-                                                          .encode()).hexdigest()[:10] + ".json")
-    with open(out, "w") as f:
-        json.dump(metrics, f, indent=1)
+    try:
+        with open(out, "w") as f:
+            json.dump(metrics, f, indent=1)
+    except OSError as e:
+        print(f"tiny_vlm eval: error: {limits.shown(out)}: {limits.one_line(e.strerror or e)}", file=sys.stderr)
+        return 1
     print(f"wrote {out}")
     return 0

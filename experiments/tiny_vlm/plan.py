@@ -1,5 +1,7 @@
 """The command line's plan: presets, the parser, and every option read and checked (resolve)
-before any work starts, into a Plan of runs. The parsing helpers (parse_int, parse_pair,
+before any work starts, into a Plan of runs. Every value, a preset's too, is checked against its
+range in limits.py, and every run's configuration by checkpoint.check_run, the check a
+checkpoint's run.json gets when it is read back. The parsing helpers (parse_int, parse_pair,
 parse_grids, parse_objects ...) serve `tiny_vlm eval` too (evaluate.py)."""
 
 from __future__ import annotations
@@ -8,6 +10,9 @@ import argparse
 import dataclasses
 import os
 from typing import Dict, List, Optional, Tuple
+
+from . import data, limits
+from .limits import InputError
 
 PRESETS: Dict[str, dict] = {
     # Sized in docs/experiment.md ("Cost, and how the presets are sized") from the costs that
@@ -36,13 +41,9 @@ DEFAULTS = dict(layers=4, width=64, heads=2, mlp=128, theta=1e4, sections="4,6,6
                 curriculum=0, warmup=30, workers=0, threads=1, attention="sdpa", mix="1,1,1,1", probe_seqs=64)
 
 
-class CliError(ValueError):
-    pass
-
-
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage block
-        raise CliError(message)
+        raise InputError(limits.one_line(message))
 
 
 def build_parser() -> Parser:
@@ -90,49 +91,46 @@ def build_parser() -> Parser:
     return p
 
 
-def parse_int(name: str, text, low: int = 1) -> int:
-    try:
-        v = int(str(text))
-    except ValueError:
-        raise CliError(f"--{name} must be an integer, got '{text}'") from None
-    if v < low:
-        raise CliError(f"--{name} must be >= {low}, got {v}")
-    return v
+# A flag's range in limits.INTS / NUMBERS, where its name is not the flag's own.
+RANGE_OF = {"eval-seqs": "sequences", "long-prefix": "filler", "gap-filler": "filler", "prefix": "filler",
+            "gaps": "gap", "per-sequence": "questions", "seqs": "sequences"}
 
 
-def parse_float(name: str, text, positive: bool = True) -> float:
-    try:
-        v = float(str(text))
-    except ValueError:
-        raise CliError(f"--{name} must be a number, got '{text}'") from None
-    if not (v == v and abs(v) != float("inf")) or (positive and v <= 0):
-        raise CliError(f"--{name} must be a finite number{' > 0' if positive else ''}, got '{text}'")
-    return v
+def parse_int(flag: str, text, high: Optional[int] = None) -> int:
+    """--flag's integer in its range (limits.INTS)."""
+    return limits.parse_int(f"--{flag}", text, RANGE_OF.get(flag, flag), high)
 
 
-def parse_pair(name: str, text, low: int = 0) -> Tuple[int, int]:
-    parts = str(text).split(",")
-    if len(parts) != 2:
-        raise CliError(f"--{name} must be lo,hi, got '{text}'")
-    lo, hi = (parse_int(name, x, low) for x in parts)
-    if lo > hi:
-        raise CliError(f"--{name} '{text}': lo > hi")
-    return lo, hi
+def parse_float(flag: str, text) -> float:
+    """--flag's number in its range (limits.NUMBERS)."""
+    return limits.parse_number(f"--{flag}", text, RANGE_OF.get(flag, flag))
 
 
-def parse_grids(name: str, text, merge: int) -> Tuple[Tuple[int, int], ...]:
+def parse_pair(flag: str, text) -> Tuple[int, int]:
+    """--flag lo,hi in its range."""
+    return limits.parse_pair(f"--{flag}", text, RANGE_OF.get(flag, flag))
+
+
+def parse_grids(flag: str, text, merge: int) -> Tuple[Tuple[int, int], ...]:
+    """HxW[,HxW..] in patches, each side divisible by merge: the (H/merge, W/merge) cell grids."""
+    where = f"--{flag}"
+    limits.check_int(f"{where}: the number of grids", str(text).count(",") + 1, "grids")
     out = []
     for g in str(text).split(","):
         hw = g.lower().split("x")
         if len(hw) != 2:
-            raise CliError(f"--{name}: '{g}' is not HxW")
-        h, w = (parse_int(name, x) for x in hw)
+            raise InputError(f"{where}: {limits.shown(g)} is not HxW")
+        if not all(limits.INTEGER.fullmatch(x) and int(x) > 0 for x in hw):
+            raise InputError(f"{where}: {limits.shown(g)} is not HxW of two positive integers")
+        h, w = (int(x) for x in hw)
+        if -(-h // merge) > data.MAX_COORD or -(-w // merge) > data.MAX_COORD:
+            raise InputError(f"{where}: {g} has more than {data.MAX_COORD} cells on a side "
+                             f"(rows and columns are digits 0-{data.MAX_COORD - 1})")
         for side, v in (("h", h), ("w", w)):
             if v % merge:
-                raise CliError(f"--{name}: {g} has {side}={v}, not divisible by --merge {merge}")
-        if h // merge > 16 or w // merge > 16:
-            raise CliError(f"--{name}: {g} has more than 16 cells on a side (rows and columns are digits 0-15)")
+                raise InputError(f"{where}: {g} has {side}={v}, not divisible by --merge {merge}")
         out.append((h // merge, w // merge))
+    limits.check_grids(where, out)
     return tuple(out)
 
 
@@ -163,13 +161,15 @@ class Plan:
 
 
 def resolve(argv: List[str]) -> Plan:
-    """Parses and validates everything before any work starts; raises CliError."""
-    from . import arms as arms_mod, data
+    """Parses and validates everything before any work starts, every value against its range in
+    limits.py (a preset's values too); raises InputError."""
+    from . import arms as arms_mod
+    from .checkpoint import check_run
     from .model import ModelConfig
     from .train import RunConfig
     a = build_parser().parse_args(argv)
     if a.preset not in PRESETS:
-        raise CliError(f"unknown preset '{a.preset}' (expected {', '.join(PRESETS)})")
+        raise InputError(f"unknown preset {limits.shown(a.preset)} (expected {', '.join(PRESETS)})")
     o = {**DEFAULTS, **PRESETS[a.preset]}
     for key, value in vars(a).items():
         if key in o and value is not None:
@@ -178,27 +178,30 @@ def resolve(argv: List[str]) -> Plan:
         arm_list = arms_mod.parse_arms(",".join(arms_mod.ALL) if o["arms"] == "all" else str(o["arms"]))
         secondary = arms_mod.parse_arms(str(o["secondary_arms"])) if str(o["secondary_arms"]).strip() else []
     except ValueError as e:
-        raise CliError(str(e)) from None
+        raise InputError(limits.one_line(e)) from None
+    for arm in arm_list + secondary:
+        limits.check_name("--arms: an arm's name", arm.name)
     both = {a.name for a in arm_list} & {a.name for a in secondary}
     if both:
-        raise CliError(f"--secondary-arms: {', '.join(sorted(both))} is also a primary arm")
+        raise InputError(f"--secondary-arms: {', '.join(sorted(both))} is also a primary arm")
     seeds_text = str(o["seeds"])
-    seeds = ([parse_int("seeds", s, 0) for s in seeds_text.split(",")] if "," in seeds_text
-             else list(range(parse_int("seeds", seeds_text))))
+    if "," in seeds_text:
+        limits.check_int("--seeds: the number of seeds", seeds_text.count(",") + 1, "seeds")
+        seeds = [limits.parse_int("--seeds", s, "seed") for s in seeds_text.split(",")]
+    else:
+        seeds = list(range(parse_int("seeds", seeds_text)))
     if len(set(seeds)) != len(seeds):
-        raise CliError(f"--seeds {seeds_text}: a seed is listed twice")
-    secondary_seeds = seeds[:parse_int("secondary-seeds", o["secondary_seeds"], 0)]
+        raise InputError(f"--seeds {seeds_text}: a seed is listed twice")
+    secondary_seeds = seeds[:parse_int("secondary-seeds", o["secondary_seeds"])]   # more than --seeds: all
     merge = parse_int("merge", o["merge"])
     layers, width = parse_int("layers", o["layers"]), parse_int("width", o["width"])
     heads = parse_int("heads", o["heads"])
-    if width % heads or (width // heads) % 2:
-        raise CliError(f"--width {width} must split into --heads {heads} heads of even size")
-    sections = tuple(parse_int("sections", s, 0) for s in str(o["sections"]).split(","))
-    if len(sections) != 3 or 2 * sum(sections) != width // heads:
-        raise CliError(f"--sections {o['sections']}: three numbers summing to head_dim/2 = {width // heads // 2}")
+    limits.check_int("--sections: the number of sections", str(o["sections"]).count(",") + 1, "sections")
+    sections = tuple(parse_int("sections", s) for s in str(o["sections"]).split(","))
+    limits.check_model(lambda key: f"--{key}", width, heads, sections)
     mix = parse_mix(o["mix"])
     if o["attention"] not in ("sdpa", "bmm", "naive"):
-        raise CliError(f"--attention '{o['attention']}' (expected sdpa, bmm or naive)")
+        raise InputError(f"--attention {limits.shown(str(o['attention']))} (expected sdpa, bmm or naive)")
     mc = ModelConfig(layers=layers, width=width, heads=heads, mlp=parse_int("mlp", o["mlp"]),
                      theta=parse_float("theta", o["theta"]), sections=sections, merge=merge)
     train_grids = parse_grids("train-grids", o["train_grids"], merge)
@@ -206,12 +209,13 @@ def resolve(argv: List[str]) -> Plan:
     questions = parse_int("questions", o["questions"])
     objects = parse_objects(o["objects"], train_grids + eval_grids, mix)
     filler, long_prefix = parse_pair("filler", o["filler"]), parse_pair("long-prefix", o["long_prefix"])
-    gaps = sorted({0} | {parse_int("gaps", g, 0) for g in str(o["gaps"]).split(",")})
+    limits.check_int("--gaps: the number of gaps", str(o["gaps"]).count(",") + 1, "grids")
+    gaps = sorted({0} | {parse_int("gaps", g) for g in str(o["gaps"]).split(",")})
     gap_filler = parse_pair("gap-filler", o["gap_filler"])
     if gap_filler[0] < gaps[-1]:
-        raise CliError(f"--gap-filler {o['gap_filler']}: fewer than {gaps[-1]} filler tokens cannot move "
-                       f"{gaps[-1]} of them (--gaps {o['gaps']})")
-    check_grids_allow(train_grids + eval_grids, mix)
+        raise InputError(f"--gap-filler {o['gap_filler']}: fewer than {gaps[-1]} filler tokens cannot move "
+                         f"{gaps[-1]} of them (--gaps {o['gaps']})")
+    limits.check_relation_grids("", train_grids + eval_grids, mix)
     train_layout = data.Layout("train", train_grids, filler=filler, questions=questions, objects=objects, mix=mix)
     evals = {"train": train_layout}
     for k in gaps:
@@ -227,63 +231,57 @@ def resolve(argv: List[str]) -> Plan:
         try:
             circlerope.AgePlan(arm.plan, layers)
             circlerope.CircleConfig(radius=arm.radius, alpha=arm.alpha)
-        except ValueError as e:
-            raise CliError(f"arm '{arm.name}': {e}") from None
+        except (TypeError, ValueError) as e:
+            raise InputError(f"arm {limits.shown(arm.name)}: {limits.one_line(e)}") from None
     try:
         circlerope.RotaryConfig(sections=sections, theta=mc.theta)
-    except ValueError as e:
-        raise CliError(str(e)) from None
+    except (TypeError, ValueError) as e:
+        raise InputError(limits.one_line(e)) from None
     steps, batch = parse_int("steps", o["steps"]), parse_int("batch", o["batch"])
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if batch % world:
-        raise CliError(f"--batch {batch} is not divisible by the {world} DDP processes")
+        raise InputError(f"--batch {batch} is not divisible by the {world} DDP processes")
+    limits.check_batch_size(f"--batch {batch}", train_layout, batch)
+    eval_seqs = parse_int("eval-seqs", o["eval_seqs"])
+    for name, layout in evals.items():
+        limits.check_split_size(f"--eval-seqs {eval_seqs}: split {name}", layout,
+                                eval_seqs * (questions if layout.question_first else 1))
     common = dict(steps=steps, batch=batch, lr=parse_float("lr", o["lr"]), model=mc, train=train_layout, evals=evals,
-                  eval_seqs=parse_int("eval-seqs", o["eval_seqs"]),
-                  curve_every=parse_int("curve-every", o["curve_every"], 0),
-                  warmup=parse_int("warmup", o["warmup"], 0), attention=o["attention"],
-                  curriculum=parse_int("curriculum", o["curriculum"], 0),
+                  eval_seqs=eval_seqs, curve_every=parse_int("curve-every", o["curve_every"]),
+                  warmup=parse_int("warmup", o["warmup"]), attention=o["attention"],
+                  curriculum=parse_int("curriculum", o["curriculum"]),
                   probe=("gap-0", f"gap-{gaps[-1]}") if gaps[-1] else (),
                   probe_seqs=parse_int("probe-seqs", o["probe_seqs"]))
+    runs = sum(len(arm_list) + (len(secondary) if seed in secondary_seeds else 0) for seed in seeds)
+    limits.check_int(f"--arms and --seeds: {runs} runs; the number of runs", runs, "runs")
     configs = [RunConfig(arm=arm, seed=seed, **common) for seed in seeds
                for arm in arm_list + (secondary if seed in secondary_seeds else [])]
-    workers = parse_int("workers", o["workers"], 0)
+    for cfg in {cfg.arm.name: cfg for cfg in configs}.values():   # what each arm's checkpoints will hold
+        check_run(cfg, f"preset {a.preset}, run {cfg.arm.name}/s{cfg.seed}: config")
+    workers = parse_int("workers", o["workers"])
     threads = parse_int("threads", o["threads"])
+    content_samples = parse_int("content-samples", o["content_samples"])
     plots = not a.no_plots
     if plots:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise CliError("the plots need python3-matplotlib (scripts/experiment.sh installs it), "
-                           "or pass --no-plots") from None
+            raise InputError("the plots need python3-matplotlib (scripts/experiment.sh installs it), "
+                             "or pass --no-plots") from None
     out = a.out or os.path.join("results", a.preset)
     settings = {k: o[k] for k in sorted(o)}
     settings["secondary_seed_list"] = secondary_seeds
     return Plan(a.preset, out, arm_list + (secondary if secondary_seeds else []), seeds, configs, workers, threads,
-                plots, settings, [a.name for a in arm_list], not a.no_checkpoints,
-                parse_int("content-samples", o["content_samples"]))
+                plots, settings, [a.name for a in arm_list], not a.no_checkpoints, content_samples)
 
 
 def parse_mix(text) -> Tuple[float, ...]:
-    mix = tuple(parse_float("mix", x, positive=False) for x in str(text).split(","))
-    if len(mix) != 4 or min(mix) < 0 or sum(mix) <= 0:
-        raise CliError(f"--mix '{text}': four weights >= 0 (neighbour,lookup,relation,count), not all 0")
+    mix = tuple(parse_float("mix", x) for x in str(text).split(",")[:5])
+    limits.check_mix(f"--mix {limits.shown(str(text))}", mix)
     return mix
 
 
 def parse_objects(text, grids, mix) -> Tuple[int, int]:
-    objects = parse_pair("objects", text, 1)
-    if objects[1] > 32:
-        raise CliError(f"--objects {text}: at most 32 distinct objects (8 colours x 4 shapes)")
-    if min(h * w for h, w in grids) < objects[1]:
-        raise CliError(f"--objects {text}: a grid has fewer cells than the most objects")
-    spatial = [k for k, m in zip(("neighbour", "relation"), (mix[0], mix[2])) if m > 0]
-    if spatial and objects[0] < 2:
-        raise CliError(f"--objects {text}: {' and '.join(spatial)} questions need at least 2 objects")
+    objects = parse_pair("objects", text)
+    limits.check_objects(f"--objects {text}", objects, grids, mix)
     return objects
-
-
-def check_grids_allow(grids, mix) -> None:
-    for h, w in grids:
-        if mix[2] > 0 and (h < 2 or w < 2):
-            raise CliError(f"a {h}x{w}-cell grid cannot hold two objects in different rows and columns "
-                           "(relation questions); drop relation from --mix or use another grid")

@@ -8,7 +8,6 @@ Everything else in the report is descriptive or exploratory and says so.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import math
 import os
@@ -18,6 +17,8 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import data, stats
+from .files import expect_keys, read_json
+from .limits import InputError, one_line
 
 # ------------------------------------------------------------------ contrasts ---
 SPATIAL = ("lookup", "relation")
@@ -595,31 +596,59 @@ def draw(out: str, results: List[dict], agg: dict, content: Optional[Dict[str, d
     return paths
 
 
+MAX_RESULTS_JSON = 256 << 20   # bytes of a results.json read back (the full run's: 3.8 MB)
+
+
 def load_results(folder: str) -> dict:
     """FOLDER/results.json, or its gzip FOLDER/results.json.gz (how docs/experiment/ keeps a run's:
     the full run's is 3.8 MB as written, 1.3 MB compressed)."""
     path = os.path.join(folder, "results.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    if os.path.exists(path + ".gz"):
-        with gzip.open(path + ".gz", "rt") as f:
-            return json.load(f)
+    for p in (path, path + ".gz"):
+        if os.path.exists(p):
+            return read_json(p, MAX_RESULTS_JSON, "a results.json")
     raise FileNotFoundError(f"{folder} holds neither results.json nor results.json.gz")
 
 
 def main(argv=None) -> int:
     """python -m tiny_vlm.report DIR: results.md, the contrasts and the plots of DIR/results.json
-    again, with this version's report (the runs' numbers are not touched)."""
-    import argparse
-    from .plan import resolve
-    p = argparse.ArgumentParser(prog="tiny_vlm.report")
+    again, with this version's report (the runs' numbers are not touched). The file's argv is
+    resolved as the command line is (every value in its range); its runs must be runs of that
+    plan. A bad file exits with one line, code 2."""
+    import sys
+    from .plan import Parser, resolve
+    p = Parser(prog="tiny_vlm.report")
     p.add_argument("folder", help="an output folder holding results.json")
     p.add_argument("--no-plots", action="store_true")
-    a = p.parse_args(argv)
-    doc = load_results(a.folder)
-    plan = resolve(list(doc["meta"]["argv"]) + ["--out", a.folder] + (["--no-plots"] if a.no_plots else []))
-    write(plan, doc["runs"], doc["meta"], doc.get("content_baseline"), plots=not a.no_plots)
+    try:
+        a = p.parse_args(argv)
+    except InputError as e:
+        print(f"tiny_vlm.report: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        doc = load_results(a.folder)
+        where = os.path.join(a.folder, "results.json")
+        doc = expect_keys(where, doc, ("meta", "runs"), ("arms", "primary_arms", "content_baseline", "contrasts",
+                                                          "summary"))
+        meta, runs = doc["meta"], doc["runs"]
+        if not isinstance(meta, dict) or not isinstance(meta.get("argv"), list) \
+                or not all(isinstance(x, str) for x in meta["argv"]):
+            raise InputError(f"{where}: meta.argv must be the list of the run's arguments")
+        try:
+            plan = resolve(list(meta["argv"]) + ["--out", a.folder] + (["--no-plots"] if a.no_plots else []))
+        except InputError as e:
+            raise InputError(f"{where}: meta.argv: {e}") from None
+        names = {(c.arm.name, c.seed) for c in plan.configs}
+        if not isinstance(runs, list) or len(runs) > len(plan.configs) or not all(
+                isinstance(r, dict) and (r.get("arm"), r.get("seed")) in names for r in runs):
+            raise InputError(f"{where}: runs must be at most {len(plan.configs)} runs of meta.argv's plan")
+        write(plan, runs, meta, doc.get("content_baseline"), plots=not a.no_plots)
+    except (InputError, FileNotFoundError) as e:
+        print(f"tiny_vlm.report: error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:   # a field of the wrong shape
+        print(f"tiny_vlm.report: error: {a.folder}: not a results.json this version reads: "
+              f"{type(e).__name__}: {one_line(e)[:200]}", file=sys.stderr)
+        return 2
     print(f"rewrote {a.folder}/results.md and results.json" + ("" if a.no_plots else " and the plots"))
     return 0
 

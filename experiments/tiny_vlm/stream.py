@@ -8,6 +8,11 @@ the others. A claim file, created exclusively, marks a chunk being made, so that
 once: a second run that needs it makes the next chunk meanwhile, then reads it; a claim whose
 process has died is taken over. The driver deletes a seed's chunks once every run of that seed
 has ended.
+
+A chunk is read back as untrusted input (files.load_tensors: torch.load(weights_only=True), at
+most the bytes such a chunk can take) and checked (check_chunk: its batches, their tensors'
+dtypes and shapes, and every index in range) before a batch is made of it; a bad chunk fails
+the run with one line naming the file.
 """
 
 from __future__ import annotations
@@ -21,8 +26,48 @@ from typing import Dict, List, Optional
 import torch
 
 from . import data
+from .files import load_tensors
+from .limits import InputError, longest
 
 CHUNK = 50
+# model.pack's tensors: dtype and dimensions
+PACKED = {"feats": (torch.uint8, 3), "length": (torch.int32, 1), "prefix": (torch.int32, 1),
+          "image_start": (torch.int32, 1), "grid": (torch.int32, 2), "ask": (torch.int32, 2),
+          "targets": (torch.int32, 2)}
+
+
+def chunk_bytes(cfg) -> int:
+    """The most bytes a chunk of cfg's batches takes (its tensors, plus 1 MiB for the archive)."""
+    per_row = longest(cfg.train) * data.FEATURES + 4 * (4 + 2 + 2 * cfg.train.questions)
+    return CHUNK * (cfg.batch * per_row + 4096) + (1 << 20)
+
+
+def check_chunk(path: str, batches, count: int, batch: int) -> List[Dict[str, torch.Tensor]]:
+    """`count` batches of model.pack's tensors, `batch` rows each, every index in range."""
+    def bad(why: str):
+        raise InputError(f"{path}: not a chunk of this run's batches: {why}")
+    if not isinstance(batches, list) or len(batches) != count:
+        bad(f"expected a list of {count} batches")
+    for b in batches:
+        if not isinstance(b, dict) or set(b) != set(PACKED):
+            bad(f"a batch is not a dict of {', '.join(PACKED)}")
+        for key, (dtype, dim) in PACKED.items():
+            t = b[key]
+            if not isinstance(t, torch.Tensor) or t.dtype != dtype or t.dim() != dim or t.layout != torch.strided \
+                    or t.shape[0] != batch:
+                bad(f"{key} is not a {dim}-d {dtype} tensor of {batch} rows")
+        s = b["feats"].shape[1]
+        length, prefix, start, grid = (b[k].long() for k in ("length", "prefix", "image_start", "grid"))
+        ask, targets = b["ask"].long(), b["targets"].long()
+        ok = (b["feats"].shape[2] == data.FEATURES and grid.shape[1] == 2 and ask.shape == targets.shape
+              and (b["feats"].numel() == 0 or int(b["feats"].max()) < data.VOCAB_SIZE)
+              and bool(((1 <= length) & (length <= s) & (0 <= prefix) & (prefix <= length)).all())
+              and bool(((1 <= grid) & (grid <= data.MAX_COORD)).all())
+              and bool(((0 <= start) & (start + 2 + grid[:, 0] * grid[:, 1] <= length)).all())
+              and bool(((-1 <= ask) & (ask < s)).all()) and bool(((-1 <= targets) & (targets < data.VOCAB_SIZE)).all()))
+        if not ok:
+            bad("a value out of range")
+    return batches
 
 
 def stream_id(cfg) -> str:
@@ -53,7 +98,7 @@ class Stream:
         """make(step) -> the examples of batch `step` (the trainer's own generator)."""
         self.dir = os.path.join(root, stream_id(cfg))
         os.makedirs(self.dir, exist_ok=True)
-        self.steps, self.make, self.should_stop = cfg.steps, make, should_stop
+        self.cfg, self.steps, self.make, self.should_stop = cfg, cfg.steps, make, should_stop
         self.chunk: Optional[int] = None
         self.batches: List[Dict[str, torch.Tensor]] = []
         self.made = 0          # chunks this process made (the others it read)
@@ -72,7 +117,7 @@ class Stream:
         path = self._path(c)
         while True:
             if os.path.exists(path):
-                return torch.load(path)
+                return self._read(c)
             made = self._make(c)
             if made is not None:
                 return made
@@ -82,6 +127,12 @@ class Stream:
             if self.should_stop():
                 return None
             time.sleep(0.02)
+
+    def _read(self, c: int) -> List[Dict[str, torch.Tensor]]:
+        path = self._path(c)
+        count = min(CHUNK, self.steps - c * CHUNK)
+        return check_chunk(path, load_tensors(path, chunk_bytes(self.cfg), "a chunk of this run's batches"),
+                           count, self.cfg.batch)
 
     def _path(self, c: int) -> str:
         return os.path.join(self.dir, f"chunk{c:05d}.pt")
@@ -109,7 +160,7 @@ class Stream:
             os.write(fd, str(os.getpid()).encode())
             os.close(fd)
             if os.path.exists(path):   # written between our check and our claim
-                return torch.load(path)
+                return self._read(c)
             first = c * CHUNK
             batches = [pack(self.make(step)) for step in range(first, min(first + CHUNK, self.steps))]
             tmp = f"{path}.{os.getpid()}.tmp"

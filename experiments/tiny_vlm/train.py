@@ -47,29 +47,8 @@ class RunConfig:
 
 
 def config_json(cfg: RunConfig) -> dict:
-    """A RunConfig as JSON (what a checkpoint records; config_from_json reads it back)."""
+    """A RunConfig as JSON (what a checkpoint records; checkpoint.config_from_json reads it back)."""
     return dataclasses.asdict(cfg)
-
-
-def config_from_json(d: dict) -> RunConfig:
-    def layout(x):
-        x = dict(x)
-        for key in ("filler", "objects", "mix"):
-            x[key] = tuple(x[key])
-        x["grids"] = tuple(tuple(g) for g in x["grids"])
-        return data.Layout(**x)
-    d = dict(d)
-    arm = dict(d["arm"])
-    if "layout" in arm:  # the run.json files under docs/experiment name the frequency layout "layout"
-        arm["frequency_layout"] = arm.pop("layout")
-    d["arm"] = Arm(**arm)
-    mc = dict(d["model"])
-    mc["sections"] = tuple(mc["sections"])
-    d["model"] = ModelConfig(**mc)
-    d["train"] = layout(d["train"])
-    d["evals"] = {k: layout(v) for k, v in d["evals"].items()}
-    d["probe"] = tuple(d.get("probe", ()))
-    return RunConfig(**d)
 
 
 class Dist:
@@ -226,7 +205,7 @@ def train(cfg: RunConfig, progress: Optional[Callable[[int, float, float], None]
 
 def save_checkpoint(folder: str, model: TinyVLM, cfg: RunConfig, result: dict) -> None:
     """model.pt (the weights) and run.json (the configuration and what the run measured on
-    each split), written whole or not at all."""
+    each split), written whole or not at all; checkpoint.py reads them back."""
     os.makedirs(folder, exist_ok=True)
     recorded = {k: result[k] for k in ("arm", "seed", "steps", "interrupted")}
     recorded["splits"] = {name: {k: s[k] for k in ("accuracy", "majority_baseline", "questions")}
@@ -239,16 +218,6 @@ def save_checkpoint(folder: str, model: TinyVLM, cfg: RunConfig, result: dict) -
             with open(tmp, "w") as f:
                 json.dump(obj, f, indent=1)
         os.replace(tmp, os.path.join(folder, name))
-
-
-def load_checkpoint(folder: str):
-    """(model, RunConfig, what the run recorded) of a folder save_checkpoint wrote."""
-    with open(os.path.join(folder, "run.json")) as f:
-        saved = json.load(f)
-    cfg = config_from_json(saved["config"])
-    model = build_model(cfg)
-    model.load_state_dict(torch.load(os.path.join(folder, "model.pt")))
-    return model.eval(), cfg, saved["result"]
 
 
 # --------------------------------------------------------------- evaluation ---

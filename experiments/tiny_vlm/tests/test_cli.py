@@ -19,25 +19,25 @@ from tiny_vlm.arms import ALL
 
 BAD = [
     (["quick", "--arms", "mrope,helix"], "unknown arm 'helix'"),
-    (["quick", "--steps", "-5"], "--steps must be >= 1, got -5"),
-    (["quick", "--steps", "ten"], "--steps must be an integer, got 'ten'"),
+    (["quick", "--steps", "-5"], "--steps must be an integer in [1, 1000000], got -5"),
+    (["quick", "--steps", "ten"], "--steps must be an integer in [1, 1000000], got 'ten'"),
     (["quick", "--train-grids", "12x13"], "12x13 has w=13, not divisible by --merge 2"),
     (["quick", "--train-grids", "12x12", "--eval-grid", "9x12"], "--eval-grids: 9x12 has h=9, not divisible by --merge 2"),
     (["quick", "--gaps", "4,12"], "--gap-filler 8,16: fewer than 12 filler tokens cannot move 12 of them"),
-    (["quick", "--gaps", "4,x"], "--gaps must be an integer, got 'x'"),
+    (["quick", "--gaps", "4,x"], "--gaps must be an integer in [0, 512], got 'x'"),
     (["quick", "--secondary-arms", "vanilla,circle"], "--secondary-arms: circle is also a primary arm"),
     (["quick", "--objects", "1,8"], "--objects 1,8: neighbour and relation questions need at least 2 objects"),
     (["quick", "--train-grids", "2x24"], "a 1x12-cell grid cannot hold two objects in different rows and columns"),
     (["quick", "--seeds", "3,3"], "--seeds 3,3: a seed is listed twice"),
     (["quick", "--attention", "flash"], "--attention 'flash' (expected sdpa, bmm or naive)"),
-    (["quick", "--lr", "nan"], "--lr must be a finite number > 0, got 'nan'"),
+    (["quick", "--lr", "nan"], "--lr must be a finite number in (0, 1], got 'nan'"),
     (["quick", "--arms", "plan=CX"], "arm 'plan=CX'"),
     (["quick", "--arms", "plan=C:r=-1"], "arm 'plan=C:r=-1'"),
     (["quick", "--arms", "plan=C:a=2"], "arm 'plan=C:a=2'"),
     (["quick", "--arms", "mrope,mrope"], "listed twice"),
     (["quick", "--sections", "4,6,5"], "--sections 4,6,5"),
     (["quick", "--width", "100", "--heads", "3"], "--width 100"),
-    (["quick", "--objects", "3,40"], "--objects 3,40"),
+    (["quick", "--objects", "3,40"], "--objects must be an integer in [1, 32], got 40"),
     (["hourly"], "unknown preset 'hourly'"),
     (["quick", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
 ]
@@ -321,7 +321,7 @@ def test_eval_reproduces_what_the_run_recorded(tmp_path, env):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--checkpoint", "/nonexistent"], "--checkpoint /nonexistent: no model.pt there"),
+    (["--checkpoint", "/nonexistent"], "--checkpoint '/nonexistent': no model.pt there"),
 ])
 def test_eval_bad_values_give_one_line(argv, message):
     err = io.StringIO()
