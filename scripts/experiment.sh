@@ -8,6 +8,8 @@
 #
 # quick: 5.2 min, full: 63.4 min, measured on a 2-core AMD EPYC Zen 4 (docs/experiment.md).
 # Ctrl-C saves what was measured. Every run's weights are kept in <out>/checkpoints/.
+# Exit codes: 0 every run finished, 1 a run failed or was not run (results.json says which and
+# how), 2 a bad option or input file (one line), 130 Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # NPROC starts that many processes: an integer in [1, 64], as --workers (docs/experiment.md,

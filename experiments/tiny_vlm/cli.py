@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import datetime
 import multiprocessing as mp
 import os
-import queue
 import shutil
 import signal
 import subprocess
@@ -14,37 +14,70 @@ import threading
 import time
 from typing import Dict, List, Optional
 
+from . import limits
 from .limits import InputError
 from .plan import Plan, resolve
 
 # ------------------------------------------------------------------ running ---
-def _worker(jobs, events, stop, threads: int, parent: int, streams: Optional[str]) -> None:
+# The driver and each worker process talk over a pipe of their own: the worker asks for a run
+# ("ready"), the driver answers with one (index, config, checkpoint folder) or None (no more);
+# the worker reports ("progress", ...), ("done", index, result) or ("error", index, message); the
+# driver may send "stop" (Ctrl-C) at any time. Nothing is shared between workers (no queue, lock
+# or event that a worker killed while holding it would leave held), so the driver always knows
+# which run each worker holds, and a worker that dies (OOM killer, a signal) is seen at once by
+# its process sentinel: its run is recorded as failed, with how the worker ended.
+
+def _worker(conn, threads: int, parent: int, streams: Optional[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; we finish the step and report
     import torch
     torch.set_num_threads(threads)   # runs share the cores: one thread each by default
     torch.set_num_interop_threads(1)
     from .train import train
+    stopped = False
 
     def should_stop() -> bool:
-        # A parent killed outside Python (SIGKILL) never stops us: daemon processes are ended
-        # only by an exiting interpreter, so an orphan would train on for the rest of its runs.
-        return stop.is_set() or os.getppid() != parent
-    while True:
+        # A parent killed outside Python (SIGKILL) never stops us by a message: daemon processes
+        # are ended only by an exiting interpreter, so an orphan would train on for the rest of
+        # its runs. Its end of the pipe closes, and our parent changes.
+        nonlocal stopped
         try:
-            index, cfg, save_to = jobs.get_nowait()
-        except queue.Empty:
-            return
-        if should_stop():
-            return
+            while not stopped and conn.poll():
+                stopped = conn.recv() == "stop"
+        except (EOFError, OSError):
+            stopped = True
+        return stopped or os.getppid() != parent
+    try:
+        while True:
+            conn.send(("ready",))
+            job = conn.recv()
+            if not isinstance(job, tuple) or should_stop():
+                return
+            index, cfg, save_to = job
 
-        def progress(step, loss, tps, index=index):
-            events.put(("progress", index, step, loss, tps))
+            def progress(step, loss, tps, index=index):
+                conn.send(("progress", index, step, loss, tps))
+            try:
+                result = train(cfg, progress, should_stop, stream_root=streams, save_to=save_to)
+            except Exception as e:  # noqa: BLE001 - report it, take the next run
+                conn.send(("error", index, limits.one_line(f"{type(e).__name__}: {e}")))
+                continue
+            conn.send(("done", index, result))
+    except (EOFError, OSError):   # the driver is gone
+        return
+
+
+def how_it_ended(exitcode: Optional[int]) -> str:
+    """A worker process's end in words: killed by a signal (the OOM killer sends SIGKILL), or
+    exited with a status."""
+    if exitcode is None:
+        return "did not end"
+    if exitcode < 0:
         try:
-            result = train(cfg, progress, should_stop, stream_root=streams, save_to=save_to)
-        except Exception as e:  # report, do not hang the parent
-            events.put(("error", index, f"{type(e).__name__}: {e}"))
-            return
-        events.put(("done", index, result))
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"its worker was killed by signal {-exitcode} ({name})"
+    return f"its worker exited with status {exitcode} without finishing it"
 
 
 class Progress:
@@ -86,13 +119,23 @@ class Progress:
             self.bar.close()
 
 
-def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
-    """Runs every config in `workers` processes; returns False when interrupted."""
+class _Slot:
+    """One worker process, the driver's end of its pipe, and the run it holds (None: none)."""
+
+    def __init__(self, process, conn):
+        self.process, self.conn = process, conn
+        self.running: Optional[int] = None
+        self.open = True      # the pipe, until it reads EOF
+        self.ended = False    # the process, once the driver has seen it end
+
+
+def run_pool(plan: Plan, results: Dict[int, dict], failed: Dict[int, str], log) -> bool:
+    """Runs every config in `workers` processes; a run that raised or whose worker died goes
+    into `failed` (index -> how), the others run on. Returns False when interrupted."""
+    from multiprocessing.connection import wait
     from .stream import stream_id
     ctx = mp.get_context("spawn")
-    jobs, events, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-    for i, cfg in enumerate(plan.configs):
-        jobs.put((i, cfg, plan.checkpoint(cfg)))
+    queued = collections.deque(range(len(plan.configs)))
     n = min(plan.workers or os.cpu_count() or 1, len(plan.configs))
     # A seed's batches are made once for all its arms (stream.py) and deleted after its last run.
     pending: Dict[str, int] = {}
@@ -104,73 +147,105 @@ def run_pool(plan: Plan, results: Dict[int, dict], log) -> bool:
         pending[sid] -= 1
         if not pending[sid]:
             shutil.rmtree(os.path.join(plan.streams, sid), ignore_errors=True)
-    procs = [ctx.Process(target=_worker, args=(jobs, events, stop, plan.threads, os.getpid(), plan.streams), daemon=True)
-             for _ in range(n)]
-    for p in procs:
+    slots = []
+    for _ in range(n):
+        here, there = ctx.Pipe()
+        p = ctx.Process(target=_worker, args=(there, plan.threads, os.getpid(), plan.streams), daemon=True)
         p.start()
+        there.close()
+        slots.append(_Slot(p, here))
     progress = Progress(plan, sys.stderr.isatty() or os.environ.get("TINY_VLM_PROGRESS") == "1", log)
     names = {i: f"{c.arm.name}/s{c.seed}" for i, c in enumerate(plan.configs)}
+    state = {"stopping": False}
+
+    def send(slot: _Slot, message) -> None:
+        try:
+            slot.conn.send(message)
+        except OSError:   # the worker is gone: its sentinel tells how
+            pass
+
+    def fail(index: int, how: str) -> None:
+        failed[index] = how
+        finished(index)
+        progress.finish(index)
+        log(f"{names[index]} failed: {how}")
+
+    def receive(slot: _Slot, message) -> None:
+        kind = message[0]
+        if kind == "ready":
+            slot.running = None
+            if queued and not state["stopping"]:
+                slot.running = queued.popleft()
+                send(slot, (slot.running, plan.configs[slot.running], plan.checkpoint(plan.configs[slot.running])))
+            else:
+                send(slot, None)
+        elif kind == "progress":
+            progress.update(message[1], names[message[1]], *message[2:])
+        elif kind == "done":
+            slot.running = None
+            results[message[1]] = message[2]
+            finished(message[1])
+            progress.finish(message[1])
+            r = message[2]
+            log(f"{names[message[1]]}: {r['steps']} steps, final loss "
+                f"{r['loss'][-1] if r['loss'] else float('nan'):.3f}, {r['tokens_per_second']:.0f} tokens/s"
+                + (" (interrupted)" if r["interrupted"] else ""))
+        elif kind == "error":
+            slot.running = None
+            fail(message[1], f"raised {message[2]}")
+
+    def read(slot: _Slot) -> None:
+        """Every message waiting in the slot's pipe."""
+        try:
+            while slot.open and slot.conn.poll():
+                receive(slot, slot.conn.recv())
+        except (EOFError, OSError):   # closed; a half-written message of a killed worker reads as EOF
+            slot.open = False
+
+    def serve(deadline: Optional[float] = None) -> None:
+        """Answers and records the workers' messages until every worker has ended (or the
+        deadline passes). A worker that ended holding a run fails that run."""
+        while not all(s.ended for s in slots):
+            if deadline is not None and time.time() > deadline:
+                return
+            live = [s for s in slots if not s.ended]
+            ready = wait([s.conn for s in live if s.open] + [s.process.sentinel for s in live], timeout=1.0)
+            for s in live:
+                if s.conn in ready:
+                    read(s)
+                if s.process.sentinel in ready:
+                    s.process.join()
+                    read(s)   # what it sent before it ended
+                    s.open, s.ended = False, True
+                    if s.running is not None:
+                        fail(s.running, how_it_ended(s.process.exitcode))
+                        s.running = None
     interrupted = False
     try:
-        while len(results) < len(plan.configs):
-            try:
-                ev = events.get(timeout=1.0)
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs):
-                    break
-                continue
-            if ev[0] == "progress":
-                progress.update(ev[1], names[ev[1]], *ev[2:])
-            elif ev[0] == "done":
-                results[ev[1]] = ev[2]
-                finished(ev[1])
-                progress.finish(ev[1])
-                r = ev[2]
-                log(f"{names[ev[1]]}: {r['steps']} steps, final loss {r['loss'][-1] if r['loss'] else float('nan'):.3f}, "
-                    f"{r['tokens_per_second']:.0f} tokens/s" + (" (interrupted)" if r["interrupted"] else ""))
-            else:
-                raise RuntimeError(f"run {names[ev[1]]} failed: {ev[2]}")
+        serve()
     except KeyboardInterrupt:
         interrupted = True
-        stop.set()
+        state["stopping"] = True
         log("interrupted: finishing the current steps and saving what was measured")
-        deadline = time.time() + 120
-        while any(p.is_alive() for p in procs) and time.time() < deadline:
-            try:
-                ev = events.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            except KeyboardInterrupt:
-                break
-            if ev[0] == "done":
-                results[ev[1]] = ev[2]
-    finally:
-        stop.set()
-        progress.close()
-        # Runs still queued are dropped: more than a pipe holds (full's 64 configs are ~80 kB)
-        # leaves them in the queue's feeder thread, which the interpreter would join at exit,
-        # waiting forever for a worker to read them.
-        jobs.cancel_join_thread()
-        exited = True
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-                exited = False
-    if exited:
-        # The loops above end when no worker is alive, but a worker's last event can still be
-        # in the pipe after it exited (a driver busy saving, or descheduled, reads it late):
-        # read what is left so that no finished or interrupted run is lost. Only when every
-        # worker ended by itself: a terminated one may have left half a message.
+        for s in slots:
+            send(s, "stop")
         try:
-            while True:
-                ev = events.get_nowait()
-                if ev[0] == "done" and ev[1] not in results:
-                    results[ev[1]] = ev[2]
-        except queue.Empty:
-            pass
+            serve(deadline=time.time() + 120)
         except KeyboardInterrupt:
-            interrupted = True
+            pass
+    finally:
+        state["stopping"] = True
+        progress.close()
+        for s in slots:
+            send(s, "stop")
+        for s in slots:
+            s.process.join(timeout=5)
+            if s.process.is_alive():
+                s.process.terminate()
+                s.process.join(timeout=5)
+                if s.running is not None and s.running not in results:
+                    failed[s.running] = "its worker did not stop within 120 s of Ctrl-C and was terminated"
+            s.conn.close()
     shutil.rmtree(plan.streams, ignore_errors=True)
     return not interrupted
 
@@ -276,8 +351,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         baselines = threading.Thread(target=content_baselines, args=(plan, content), daemon=True)
         baselines.start()
 
+    names = [f"{c.arm.name}/s{c.seed}" for c in plan.configs]
+    not_run: List[str] = []   # runs never started (every worker ended first): known at the end
+    interrupted = [False]     # by Ctrl-C: known at the end
+
     def save(complete: bool, final: bool) -> List[str]:
         meta = {"preset": plan.preset, "argv": argv, "settings": plan.settings, "complete": complete,
+                "interrupted": interrupted[0],
+                "failed": [{"run": names[i], "how": failed[i]} for i in sorted(failed)], "not_run": not_run,
                 "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
                 "wall_seconds": time.time() - started, "machine_start": before, "machine_end": machine(),
                 "git": git, "torch": torch.__version__, "distributed_world": int(os.environ.get("WORLD_SIZE", "1")),
@@ -286,24 +367,37 @@ def main(argv: Optional[List[str]] = None) -> int:
         return report.write(plan, ordered, meta, dict(content), plots=final)
 
     class Saving(dict):
-        """Writes results.json / results.md after every finished run: a run killed from
-        outside (not by Ctrl-C) still leaves what was finished."""
+        """Writes results.json / results.md after every finished or failed run: a run killed
+        from outside (not by Ctrl-C) still leaves what was finished, and says what failed."""
         def __setitem__(self, key, value):
             super().__setitem__(key, value)
-            if rank == 0 and len(self) < len(plan.configs):
+            if rank == 0 and len(results) < len(plan.configs):
                 save(False, False)
 
-    results: Dict[int, dict] = Saving()
+    results: Dict[int, dict] = Saving()     # index -> what the run measured
+    failed: Dict[int, str] = Saving()       # index -> how it failed (raised, or its worker died)
     if distributed:
-        complete = run_ddp(plan, results, log)
+        finished = run_ddp(plan, results, log)
     else:
-        complete = run_pool(plan, results, log)
+        finished = run_pool(plan, results, failed, log)
+    # Complete: every run finished, none failed, none interrupted (not merely "no Ctrl-C").
+    complete = finished and not failed and len(results) == len(plan.configs) \
+        and not any(r["interrupted"] for r in results.values())
+    not_run += [names[i] for i in range(len(plan.configs)) if i not in results and i not in failed]
+    interrupted[0] = not finished
     if rank == 0:
-        if complete:
+        if finished:
             baselines.join()
         paths = save(complete, True)
-        log(f"wrote {', '.join(paths)} in {time.time() - started:.0f} s" + ("" if complete else " (partial)"))
+        state = "" if complete else " (partial: interrupted)" if not finished else " (incomplete)"
+        log(f"wrote {', '.join(paths)} in {time.time() - started:.0f} s" + state)
+        if failed or (finished and not_run):
+            log("incomplete: " + "; ".join([f"{names[i]} failed ({failed[i]})" for i in sorted(failed)]
+                                            + ([f"{len(not_run)} run(s) not run: " + ", ".join(not_run[:10])
+                                                + (" ..." if len(not_run) > 10 else "")] if not_run else [])))
     if distributed:
         import torch.distributed as dist
         dist.destroy_process_group()
-    return 0 if complete else 130
+    if not finished:
+        return 130
+    return 0 if complete else 1

@@ -279,6 +279,18 @@ def _note(split: str) -> str:
     return SPLIT_NOTES.get(split.split("-")[0] if split.split("-")[0] in ("gap", "grid") else split, "")
 
 
+def _incomplete(meta: dict) -> str:
+    """What the header says of results that are not complete: interrupted (Ctrl-C) or not, the
+    runs that failed and how, the runs never started."""
+    if meta["complete"]:
+        return ""
+    parts = [f"{f['run']} failed: {f['how']}" for f in meta.get("failed", [])]
+    if meta.get("not_run"):
+        parts.append(f"not run: {', '.join(meta['not_run'])}")
+    head = "interrupted: partial results" if meta.get("interrupted", not parts) else "incomplete"
+    return f" (**{head}**{': ' + '; '.join(parts) if parts else ''})"
+
+
 def markdown(plan, results: List[dict], agg: dict, tests: dict, content: Dict[str, dict], meta: dict) -> str:
     arms = [a.name for a in plan.arms if a.name in agg]
     s = meta["settings"]
@@ -289,7 +301,7 @@ def markdown(plan, results: List[dict], agg: dict, tests: dict, content: Dict[st
               f"- {meta['machine_start']['cpu']}, {meta['machine_start']['cores']} cores; load average "
               f"{meta['machine_start']['load_average'][0]:.1f} at start, {meta['machine_end']['load_average'][0]:.1f} "
               f"at end; wall time {meta['wall_seconds'] / 60:.1f} min"
-              + ("" if meta["complete"] else " (**interrupted: partial results**)"),
+              + _incomplete(meta),
               f"- primary arms {', '.join(plan.primary)} on seeds {seeds}; secondary arms "
               f"{', '.join(a for a in arms if a not in plan.primary) or 'none'} on seeds {s.get('secondary_seed_list', [])}",
               f"- {s['steps']} steps of {s['batch']} sequences, {s['questions']} questions each, lr {s['lr']}; "

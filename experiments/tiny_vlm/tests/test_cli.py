@@ -228,6 +228,13 @@ def test_ctrl_c_exits_with_more_queued_runs_than_a_pipe_holds(tmp_path, env):
     assert json.loads((out / "results.json").read_text())["meta"]["complete"] is False
 
 
+def die_with_the_test():
+    """preexec_fn: a killed pytest (a ctest timeout) kills the driver, so no run leaks."""
+    import ctypes
+    import signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _children(pid: int):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -261,10 +268,6 @@ def test_workers_of_a_killed_driver_stop(tmp_path, env):
     # every step, instead of log lines every tenth of the steps: the driver is killed as soon
     # as a worker is inside its training loop.
     env = dict(env, TINY_VLM_PROGRESS="1")
-
-    def die_with_the_test():  # a killed pytest (a ctest timeout) kills the driver, so no run leaks
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     p = subprocess.Popen([sys.executable, "-m", "tiny_vlm", "micro", "--steps", "50000", "--workers", "2",
                           "--no-plots", "--out", str(tmp_path / "killed")], env=env, stderr=subprocess.PIPE,
                          preexec_fn=die_with_the_test)
@@ -286,6 +289,69 @@ def test_workers_of_a_killed_driver_stop(tmp_path, env):
     for w in left:
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers {left} still ran 300 s after their driver was killed"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads worker pids from /proc (Linux)")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_killed_worker_fails_its_run_and_the_results_say_so(tmp_path, env, sig):
+    """A worker killed from outside (the OOM killer sends SIGKILL) made the driver exit 0 with
+    meta.complete true and runs []. Its run fails, named with how its worker ended; the run it
+    never started is listed as not run; the driver exits 1."""
+    import signal
+    number = int(getattr(signal, sig))
+    out = tmp_path / "out"
+    # One worker, two runs: the worker holds circle/s0 once it reports a step.
+    p = subprocess.Popen([sys.executable, "-m", "tiny_vlm", "micro", "--arms", "circle", "--seeds", "2",
+                          "--steps", "50000", "--workers", "1", "--no-plots", "--out", str(out)],
+                         env=dict(env, TINY_VLM_PROGRESS="1"), stderr=subprocess.PIPE, preexec_fn=die_with_the_test)
+    try:
+        seen, m = _read_until(p, re.compile(r"\b([1-9]\d*)/100000 \["))
+        assert m, seen
+        workers = [c for c in _children(p.pid) if "spawn_main" in _cmdline(c)]
+        assert len(workers) == 1, (workers, seen)
+        os.kill(workers[0], number)
+        _, rest = p.communicate(timeout=HANG_SECONDS)
+    finally:
+        _stop(p)
+    log = seen + rest.decode(errors="replace")
+    how = f"its worker was killed by signal {number} ({sig})"
+    assert p.returncode == 1, log
+    assert f"circle/s0 failed: {how}" in log and "1 run(s) not run: circle/s1" in log, log
+    assert "Traceback" not in log, log
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["meta"]["complete"] is False and doc["meta"]["interrupted"] is False
+    assert doc["runs"] == []
+    assert doc["meta"]["failed"] == [{"run": "circle/s0", "how": how}]
+    assert doc["meta"]["not_run"] == ["circle/s1"]
+    assert f"**incomplete**: circle/s0 failed: {how}; not run: circle/s1" in (out / "results.md").read_text()
+
+
+def test_a_run_that_raises_fails_alone_and_the_others_go_on(tmp_path, env):
+    """A run whose training raises (here: its seed's data stream holds a crafted chunk, refused
+    by torch.load(weights_only=True)) fails with one line; the worker takes the next run."""
+    import torch
+    from tiny_vlm.stream import stream_id
+    out = tmp_path / "out"
+    argv = ["micro", "--arms", "circle", "--seeds", "2", "--steps", "4", "--workers", "1", "--no-plots", "--out", str(out)]
+    bad = resolve(argv).configs[0]
+    (out / ".streams" / stream_id(bad)).mkdir(parents=True)
+    made = tmp_path / "created-by-the-pickle"
+
+    class Creates:
+        def __reduce__(self):
+            return (open, (str(made), "w"))
+    torch.save([Creates()], out / ".streams" / stream_id(bad) / "chunk00000.pt")
+    p = subprocess.run([sys.executable, "-m", "tiny_vlm", *argv], env=dict(env, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"),
+                       capture_output=True, text=True, timeout=HANG_SECONDS)
+    assert not made.exists()
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert [f"{r['arm']}/s{r['seed']}" for r in doc["runs"]] == ["circle/s1"]
+    [failed] = doc["meta"]["failed"]
+    assert failed["run"] == "circle/s0" and failed["how"].startswith("raised InputError: "), failed
+    assert "chunk00000.pt: refused by torch.load(weights_only=True)" in failed["how"], failed
+    assert doc["meta"]["complete"] is False and doc["meta"]["not_run"] == []
+    assert "circle/s0 failed: raised InputError" in p.stderr
 
 
 def test_eval_reproduces_what_the_run_recorded(tmp_path, env):
