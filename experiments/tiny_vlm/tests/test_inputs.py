@@ -428,3 +428,25 @@ def test_report_rewrites_a_results_json_it_wrote(tmp_path):
     shutil.copy(src, folder / "results.json")
     assert report.main([str(folder), "--no-plots"]) == 0
     assert (folder / "results.md").stat().st_size > 0
+
+
+# ------------------------------------------------------------ other front ends ---
+@pytest.mark.parametrize("argv, message", [
+    (["--rounds", "0"], "--rounds must be an integer in [1, 10000], got 0"),
+    (["--rounds", "100000000"], "--rounds must be an integer in [1, 10000], got 100000000"),
+    (["--preset", "hourly"], "--preset: expected one of quick, full, micro"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bench_options_give_one_line(env, argv, message):
+    p = subprocess.run([sys.executable, "-m", "tiny_vlm.bench", *argv], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert_one_line(p.returncode, p.stderr, message, prefix="tiny_vlm.bench: error: ")
+
+
+@pytest.mark.parametrize("nproc", ["0", "65", "100000", "two"])
+def test_experiment_sh_bounds_nproc_before_any_work(env, nproc):
+    script = os.path.join(HERE, "..", "..", "..", "scripts", "experiment.sh")
+    p = subprocess.run(["bash", script, "micro"], env=dict(env, NPROC=nproc), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == "experiment.sh: error: NPROC must be an integer in [1, 64]\n"
