@@ -117,9 +117,14 @@ def check_number(where: str, value, name: str) -> float:
     ok = type(value) in (int, float) and math.isfinite(value) and (lo <= value if closed else lo < value) \
         and value <= hi
     if not ok:
-        raise InputError(f"{where} must be a finite number in {'[' if closed else '('}{lo:g}, {hi:g}], "
-                         f"got {shown(value)}")
+        raise _not_a_number(where, name, value)
     return float(value)
+
+
+def _not_a_number(where: str, name: str, value) -> InputError:
+    lo, hi, closed = NUMBERS[name]
+    return InputError(f"{where} must be a finite number in {'[' if closed else '('}{lo:g}, {hi:g}], "
+                      f"got {shown(value)}")
 
 
 INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
@@ -138,14 +143,10 @@ def parse_number(where: str, text, name: str) -> float:
     """A flag's number (the library's grammar: decimal, no inf/nan/hex/_) in the range `name`."""
     text = str(text)
     if len(text) > 100 or not NUMBER.fullmatch(text):
-        lo, hi, closed = NUMBERS[name]
-        raise InputError(f"{where} must be a finite number in {'[' if closed else '('}{lo:g}, {hi:g}], "
-                         f"got {shown(text)}")
+        raise _not_a_number(where, name, text)
     value = float(text)   # the grammar's text is a float, inf when it overflows
     if not math.isfinite(value):
-        lo, hi, closed = NUMBERS[name]
-        raise InputError(f"{where} must be a finite number in {'[' if closed else '('}{lo:g}, {hi:g}], "
-                         f"got {shown(text)}")
+        raise _not_a_number(where, name, text)
     return check_number(where, value, name)
 
 
