@@ -17,6 +17,13 @@ takes over what the layers see:
   transformers' own formula (so M-RoPE stays bit-identical to the unpatched model, dtype of the
   cos/sin math included), and each decoder layer's forward receives its geometry's pair.
 
+Each replaced method is an object (a stand-in) holding the switch and the method it replaced, not
+a closure: copy.deepcopy of a switched model (TRL's reference model, an EMA copy) copies them with
+the model, so the copy runs its own switch, weights and methods. A model is switched as a whole
+and once: apply() refuses a model a part of which, or a model of which it is a part, is switched.
+generate() may repeat each prompt row (num_beams, num_return_sequences) after get_rope_index ran
+on the prompt; the positions kept for the first forward are repeated with them.
+
 Positions reach the rotary as float32 and are computed inside the model from integer inputs, so
 no dtype cast of floating inputs (Trainer under DeepSpeed) can reach them. Packed batches made
 by pack() carry them as int32 bit patterns in an int64 tensor, for the same reason.
@@ -51,20 +58,21 @@ rotations agree within float32 rounding, not bit for bit.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
 import weakref
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 import torch
 
 from .. import rotary as circlerope_rotary
-from .._checks import MAX_TOKENS, flag, shown, tensor
+from .._checks import MAX_TOKENS, boolean, flag, is_integer, shown, tensor
 from .._ops import fused_device
 from ..age import AgePlan
 from ..config import CircleConfig, RotaryConfig, VisionConfig
-from ..positions import get_rope_index
+from ..positions import COMPAT_MODES, get_rope_index
 from . import compat as hf_compat
 from .official import from_official_config
 
@@ -120,6 +128,20 @@ class _Switch:
     call: Optional[_Call] = None
     computed: Optional[dict] = None  # what the patched get_rope_index computed last
     prompt: Optional[dict] = None  # after a prefill: {"next": [G, B] float32, "length": S}
+    model: object = dataclasses.field(default=None, repr=False, compare=False)  # the switched model
+
+    def __deepcopy__(self, memo):
+        """The switch of a copy of the model (copy.deepcopy of a switched model copies its switch
+        through the stand-ins and the model's attribute): every field copied with the model,
+        and under rotation="fused" one more user of the dispatcher, released with the copy."""
+        new = copy.copy(self)
+        memo[id(self)] = new
+        for field in dataclasses.fields(self):
+            if field.name != "fused":
+                setattr(new, field.name, copy.deepcopy(getattr(self, field.name), memo))
+        if self.fused is not None:
+            new.fused = self.fused.for_model(new.model)
+        return new
 
     def describe(self) -> dict:
         circle = {f.name: getattr(self.circle, f.name) for f in dataclasses.fields(self.circle)}
@@ -157,7 +179,21 @@ _PATCHES: dict = {}  # (id(namespace), name) -> the _Patch installed there
 class _FusedRotation:
     rotary: RotaryConfig    # the model's frequencies, as rotary_table takes them
     multimodal: bool        # the rotation function takes cos/sin [3, B, S, D] (else [B, S, D])
+    patch: _Patch           # the dispatcher this model uses
     release: object         # weakref.finalize: gives the patch back once (restore, or the model freed)
+
+    @classmethod
+    def acquire(cls, model, rotary: RotaryConfig, namespace: dict, function: str) -> "_FusedRotation":
+        """The dispatcher in namespace[function], one more user of it until restore() or until
+        `model` is freed."""
+        patch = _acquire(namespace, function)
+        release = weakref.finalize(model, _release, patch)
+        release.atexit = False
+        return cls(rotary, function == "apply_multimodal_rotary_pos_emb", patch, release)
+
+    def for_model(self, model) -> "_FusedRotation":
+        """The same rotation for another model (a copy of this one)."""
+        return _FusedRotation.acquire(model, self.rotary, self.patch.namespace, self.patch.name)
 
 
 def _fused_rotate(q, k, mark: _FusedTable, signature, args, kwargs):
@@ -176,7 +212,8 @@ def _fused_rotate(q, k, mark: _FusedTable, signature, args, kwargs):
         raise ValueError(f"unsqueeze_dim {shown(unsqueeze_dim)}: the fused rotation takes q and k as [B, H, S, D] "
                          "(1) or [B, S, H, D] (2)")
     sections = bound.get("mrope_section")
-    if sections is not None and [int(x) for x in sections] != list(mark.sections):
+    if sections is not None and (len(sections) != len(mark.sections) or any(
+            not is_integer(x) or x != y for x, y in zip(sections, mark.sections))):
         raise ValueError(f"the attention rotates with mrope_section {shown(list(sections))}, but the table of the "
                          f"model switched with rotation='fused' was built with {list(mark.sections)}")
     return circlerope_rotary.apply_rotary(q, k, mark.table, pairing="neox",
@@ -346,6 +383,8 @@ def _filler(vision: VisionConfig) -> int:
 def _mask_2d(mask, input_ids: Tensor) -> Optional[Tensor]:
     if mask is None:
         return None
+    if isinstance(mask, torch.Tensor):
+        tensor(mask, "attention_mask")  # dense, with data
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.shape != input_ids.shape:
         shape = list(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise (ValueError if isinstance(mask, torch.Tensor) else TypeError)(
@@ -402,6 +441,8 @@ def _cache_length(cache) -> int:
 def _carried(value, switch: _Switch, shape) -> Tensor:
     """pack()'s circlerope_positions (int64 holding float32 bit patterns, [G, 3, B, S])."""
     want = [len(switch.schemes), 3, *shape]
+    if isinstance(value, torch.Tensor):
+        tensor(value, "circlerope_positions")  # dense, with data (a meta or sparse one has none to read)
     if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or list(value.shape) != want:
         got = f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor) else shown(value)
         raise (ValueError if isinstance(value, torch.Tensor) else TypeError)(
@@ -416,6 +457,7 @@ def _check_given(position_ids, primary: Tensor, mask) -> None:
     would mean that transformers' masks and the layers disagree."""
     if not isinstance(position_ids, torch.Tensor):
         return
+    tensor(position_ids, "position_ids")  # dense, with data
     given = position_ids[-3:] if position_ids.dim() == 3 else position_ids.unsqueeze(0).expand(3, -1, -1)
     if given.shape != primary.shape:
         raise ValueError(f"position_ids {list(position_ids.shape)} do not fit the batch {list(primary.shape[1:])}")
@@ -430,19 +472,69 @@ def _check_given(position_ids, primary: Tensor, mask) -> None:
 
 # ----------------------------------------------------------------- wrappers ---
 
-def _outer_forward(switch: _Switch, original):
-    sig = inspect.signature(original)
-    params = sig.parameters
+class _StandIn:
+    """What apply() sets in place of one of a model's methods (the outer forward and generate,
+    get_rope_index, the rotary embedding's and the layers' forward). An object rather than a
+    closure: copy.deepcopy copies a function as itself, so a copied model would keep calling the
+    original's switch and methods (TRL's reference model and EMA copies are made so); a stand-in
+    is copied with the attributes named in _COPIED (the switch, the replaced bound method), which
+    deepcopy's memo maps to the copy's own, and shares the rest (signatures, documentation)."""
 
-    def forward(*args, circlerope_positions=None, **kwargs):
-        bound = sig.bind_partial(*args, **kwargs)
+    _COPIED: tuple = ()
+
+    def __deepcopy__(self, memo):
+        new = copy.copy(self)
+        memo[id(self)] = new
+        for name in self._COPIED:
+            setattr(new, name, copy.deepcopy(getattr(self, name), memo))
+        return new
+
+
+def _expanded(done: Optional[dict], ids: Tensor, mask) -> Optional[tuple]:
+    """(positions, next) of what get_rope_index computed for `done`'s prompt, for the forward of
+    `ids`: the same rows, or each row repeated k times in place, as generate() expands the batch
+    after get_rope_index for num_beams or num_return_sequences (repeat_interleave); None if
+    `ids` is another batch."""
+    if done is None or done["input_ids"].dim() != 2 or ids.dim() != 2:
+        return None
+    rows = done["input_ids"].size(0)
+    if rows == 0 or ids.size(0) % rows or ids.size(1) != done["input_ids"].size(1):
+        return None
+    k = ids.size(0) // rows
+    if not (torch.equal(done["input_ids"].repeat_interleave(k, 0), ids)
+            and torch.equal(_real(done["mask"], done["input_ids"]).repeat_interleave(k, 0), _real(mask, ids))):
+        return None
+    return done["positions"].repeat_interleave(k, 2), done["next"].repeat_interleave(k, 1)
+
+
+class _OuterForward(_StandIn):
+    """The outer model's forward: every geometry's positions of the call, for the layers."""
+
+    _COPIED = ("switch", "original")
+
+    def __init__(self, switch: _Switch, original):
+        self.switch, self.original = switch, original
+        self.signature = inspect.signature(original)
+        params = self.signature.parameters
+        self.var_keyword = next((n for n, p in params.items() if p.kind is p.VAR_KEYWORD), "")
+        self.__signature__ = self.signature.replace(parameters=[
+            *[p for p in params.values() if p.kind is not p.VAR_KEYWORD],
+            inspect.Parameter("circlerope_positions", inspect.Parameter.KEYWORD_ONLY, default=None),
+            *[p for p in params.values() if p.kind is p.VAR_KEYWORD]])
+        self.__doc__ = original.__doc__
+
+    def __call__(self, *args, circlerope_positions=None, **kwargs):
+        switch, params = self.switch, self.signature.parameters
+        bound = self.signature.bind_partial(*args, **kwargs)
         arg = bound.arguments
-        extra = arg.get(next((n for n, p in params.items() if p.kind is p.VAR_KEYWORD), ""), {})
+        extra = arg.get(self.var_keyword, {})
 
         def get(name):
             return arg[name] if name in arg else extra.get(name)
 
         input_ids, embeds = get("input_ids"), get("inputs_embeds")
+        if input_ids is not None:
+            input_ids = tensor(input_ids, "input_ids")
         cache = get("cache") if get("cache") is not None else get("past_key_values")
         past = _cache_length(cache)
         ref = input_ids if input_ids is not None else embeds
@@ -461,13 +553,10 @@ def _outer_forward(switch: _Switch, original):
                 cpu_ids, cpu_mask = input_ids.to("cpu"), None if mask is None else mask.to("cpu")
                 grids = [get(n) for n in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")]
                 done, switch.computed = switch.computed, None  # used by this forward at most
-                if (grids[0] is None and grids[1] is None and done is not None
-                        and torch.equal(done["input_ids"], cpu_ids)
-                        and torch.equal(_real(done["mask"], cpu_ids), _real(cpu_mask, cpu_ids))):
-                    # generate() ran get_rope_index on this prompt, with its grids, and passes none here.
-                    positions, following = done["positions"], done["next"]
-                else:
-                    positions, following = _positions(switch, cpu_ids, *grids, cpu_mask)
+                # generate() ran get_rope_index on this prompt (or on its rows before it repeated
+                # them for beams), with its grids, and passes none here.
+                known = _expanded(done, cpu_ids, cpu_mask) if grids[0] is None and grids[1] is None else None
+                positions, following = known if known is not None else _positions(switch, cpu_ids, *grids, cpu_mask)
                 _check_given(get("position_ids"), positions[switch.primary], mask)
                 switch.prompt = {"next": following, "length": seq}
                 if ("mm_token_type_ids" in params and get("mm_token_type_ids") is None
@@ -497,17 +586,9 @@ def _outer_forward(switch: _Switch, original):
             decoding = True
         switch.call = _Call(positions, decoding)
         try:
-            return original(*bound.args, **bound.kwargs)
+            return self.original(*bound.args, **bound.kwargs)
         finally:
             switch.call = None
-
-    forward.__signature__ = sig.replace(parameters=[
-        *[p for p in params.values() if p.kind is not p.VAR_KEYWORD],
-        inspect.Parameter("circlerope_positions", inspect.Parameter.KEYWORD_ONLY, default=None),
-        *[p for p in params.values() if p.kind is p.VAR_KEYWORD]])
-    forward.__doc__ = original.__doc__
-    forward.__wrapped_by_circlerope__ = original
-    return forward
 
 
 def _fused_pair(fused: _FusedRotation, x: Tensor, positions: Tensor):
@@ -525,8 +606,16 @@ def _fused_pair(fused: _FusedRotation, x: Tensor, positions: Tensor):
     return cos, sin
 
 
-def _rotary_forward(switch: _Switch, original):
-    def forward(x, position_ids, *args, **kwargs):
+class _RotaryForward(_StandIn):
+    """The text model's rotary embedding: each geometry's (cos, sin) of the outer forward's call."""
+
+    _COPIED = ("switch", "original")
+
+    def __init__(self, switch: _Switch, original):
+        self.switch, self.original = switch, original
+
+    def __call__(self, x, position_ids, *args, **kwargs):
+        switch = self.switch
         call = switch.call
         if call is None:
             raise RuntimeError("the rotary embedding of a model switched by circlerope.hf ran outside the model's "
@@ -542,7 +631,7 @@ def _rotary_forward(switch: _Switch, original):
             def embed(x, pos, *unused_args, **unused_kwargs):
                 return _fused_pair(fused, x, pos)
         else:
-            embed = original
+            embed = self.original
         if call.decoding and switch.official_decode:
             # The reference's decode: every layer on Circle-RoPE's positions.
             return embed(x, positions[switch.schemes.index("circle")], *args, **kwargs)
@@ -550,39 +639,87 @@ def _rotary_forward(switch: _Switch, original):
         if len(pairs) == 1:
             return pairs[0]
         return _GeometryEmbeddings(pairs, switch.primary)
-    return forward
 
 
-def _layer_forward(geometry: int, original):
-    sig = inspect.signature(original)
-    var_kw = next((n for n, p in sig.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+class _LayerForward(_StandIn):
+    """A decoder layer's forward under AGE: its geometry's (cos, sin) of the rotary's pairs."""
 
-    def forward(*args, **kwargs):
+    _COPIED = ("switch", "original")
+
+    def __init__(self, switch: _Switch, geometry: int, original):
+        self.switch, self.geometry, self.original = switch, geometry, original
+        self.signature = inspect.signature(original)
+        self.var_keyword = next((n for n, p in self.signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+        self.__signature__ = self.signature
+
+    def __call__(self, *args, **kwargs):
         pe = kwargs.get("position_embeddings")
         if isinstance(pe, _GeometryEmbeddings):
-            kwargs["position_embeddings"] = tuple(pe.per_geometry[geometry])
-            return original(*args, **kwargs)
+            kwargs["position_embeddings"] = tuple(pe.per_geometry[self.geometry])
+            return self.original(*args, **kwargs)
         if "position_embeddings" not in kwargs:  # passed by position (4.x gradient checkpointing)
-            bound = sig.bind_partial(*args, **kwargs)
+            bound = self.signature.bind_partial(*args, **kwargs)
             pe = bound.arguments.get("position_embeddings")
-            if pe is None and var_kw:
-                pe = bound.arguments.get(var_kw, {}).get("position_embeddings")
+            if pe is None and self.var_keyword:
+                pe = bound.arguments.get(self.var_keyword, {}).get("position_embeddings")
             if isinstance(pe, _GeometryEmbeddings):
-                bound.arguments["position_embeddings"] = tuple(pe.per_geometry[geometry])
-                return original(*bound.args, **bound.kwargs)
-        return original(*args, **kwargs)
-    return forward
+                bound.arguments["position_embeddings"] = tuple(pe.per_geometry[self.geometry])
+                return self.original(*bound.args, **bound.kwargs)
+        return self.original(*args, **kwargs)
 
 
-def _generate(switch: _Switch, original, accepts_token_types: bool):
-    def generate(*args, **kwargs):
+class _Generate(_StandIn):
+    """The model's generate: mm_token_type_ids from the token ids where the release reads them."""
+
+    _COPIED = ("switch", "original")
+
+    def __init__(self, switch: _Switch, original, accepts_token_types: bool):
+        self.switch, self.original, self.accepts_token_types = switch, original, accepts_token_types
+        self.__signature__ = inspect.signature(original)
+        self.__doc__ = original.__doc__
+
+    def __call__(self, *args, **kwargs):
         ids = kwargs.get("input_ids", args[0] if args and isinstance(args[0], torch.Tensor) else None)
-        if (accepts_token_types and kwargs.get("mm_token_type_ids") is None and ids is not None
-                and bool(_vision_mask(ids, switch.vision).any())):
-            kwargs["mm_token_type_ids"] = _token_types(ids, switch.vision).to(ids.device)
-        return original(*args, **kwargs)
-    generate.__doc__ = original.__doc__
-    return generate
+        if (self.accepts_token_types and kwargs.get("mm_token_type_ids") is None and ids is not None
+                and bool(_vision_mask(tensor(ids, "input_ids"), self.switch.vision).any())):
+            kwargs["mm_token_type_ids"] = _token_types(ids, self.switch.vision).to(ids.device)
+        return self.original(*args, **kwargs)
+
+
+class _RopeIndex(_StandIn):
+    """The model's get_rope_index, with its release's signature (compat's): the primary
+    geometry's positions in transformers' dtypes, after which every geometry's positions are
+    kept for the forward that follows (generate() from 5.x runs the vision tower and
+    get_rope_index before the first forward and hands that forward no grids)."""
+
+    _COPIED = ("switch",)
+
+    def __init__(self, switch: _Switch, primary, qwen2_signature: bool, doc: str):
+        self.switch, self.primary = switch, primary
+        self.__signature__ = inspect.signature(hf_compat.with_signature(None, switch.compat, qwen2_signature))
+        self.__doc__, self.compat, self.scheme = doc, switch.compat, switch.schemes[switch.primary]
+
+    def __call__(self, *args, **kwargs):
+        given = self.__signature__.bind(*args, **kwargs).arguments
+        input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask, mm_token_type_ids = (
+            given.get(name) for name in ("input_ids", "image_grid_thw", "video_grid_thw", "second_per_grid_ts",
+                                         "attention_mask", "mm_token_type_ids"))
+        switch = self.switch
+        if switch.qwen3:
+            input_ids = tensor(input_ids, "input_ids", required=True)
+            hf_compat.check_token_types(mm_token_type_ids, input_ids, attention_mask, switch.vision)
+            result = hf_compat.transformers_dtypes(self.scheme, *get_rope_index(
+                input_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask, scheme=self.scheme,
+                circle=switch.circle, vision=switch.vision, compat=switch.compat))
+        else:
+            result = self.primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
+                                  mm_token_type_ids)
+        mask = None if attention_mask is None else torch.as_tensor(attention_mask).to("cpu")
+        ids = tensor(input_ids, "input_ids", required=True).to("cpu")
+        positions, following = _positions(switch, ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask)
+        switch.computed = {"input_ids": ids.clone(), "mask": None if mask is None else mask.clone(),
+                           "positions": positions, "next": following}
+        return result
 
 
 # --------------------------------------------------------------------- API ---
@@ -599,10 +736,119 @@ def _geometry_from_config(config, layers: int):
         raise ValueError("circlerope.hf.apply(model) without a scheme reads the geometry that save_pretrained "
                          f"stored in config.{CONFIG_KEY} (or the official code's config.circle_rope), and this "
                          "config has neither: pass scheme= (and age=)")
-    if not isinstance(saved, dict) or "scheme" not in saved:
-        raise ValueError(f"config.{CONFIG_KEY} = {shown(saved)} is not a geometry circlerope.hf.apply wrote")
-    circle = CircleConfig(**saved.get("circle") or {})
-    return saved["scheme"], circle, saved.get("age"), bool(saved.get("official_decode", False))
+    return _saved_geometry(saved, layers)
+
+
+_SAVED_KEYS = ("scheme", "age", "circle", "official_decode")
+
+
+def _saved_geometry(saved, layers: int):
+    """(scheme, circle, age, official_decode) of a saved config.circlerope, the dict apply()
+    writes (Switch.describe): {"scheme", "age", "circle": CircleConfig's fields,
+    "official_decode"}, for a model of `layers` layers. Read as strictly as the official
+    code's dict is (circlerope.hf.official): every key must be one of these ("scheme"
+    required; an absent "age", "circle" or "official_decode" means no plan, the default
+    circle, false; an absent circle field its default), every value is read by the core's
+    grammar (the circle by CircleConfig, the plan by AgePlan, official_decode as a boolean:
+    true, false, 0 or 1), and the scheme of a plan must be the plan's primary geometry, as
+    apply() writes it. Anything else is a ValueError naming the key: nothing is dropped or
+    defaulted silently ("false" or [0] is no boolean, [] no circle). With a plan the scheme
+    returned is None (the plan names each layer's geometry)."""
+    where = f"config.{CONFIG_KEY}"
+    if not isinstance(saved, Mapping):
+        raise ValueError(f"{where} = {shown(saved)} is not a geometry circlerope.hf.apply wrote (a dict with "
+                         f"{', '.join(_SAVED_KEYS)})")
+    for key in saved:
+        if not isinstance(key, str) or key not in _SAVED_KEYS:
+            raise ValueError(f"{where}[{shown(key)}]: not a key circlerope.hf.apply writes (expected "
+                             f"{', '.join(_SAVED_KEYS)})")
+    if "scheme" not in saved:
+        raise ValueError(f"{where} has no 'scheme': it is not a geometry circlerope.hf.apply wrote")
+    scheme = saved["scheme"]
+    if not isinstance(scheme, str) or scheme not in _SCHEMES:
+        raise ValueError(f"{where}['scheme'] = {shown(scheme)}: expected one of {', '.join(_SCHEMES)}")
+    fields = saved.get("circle", {})
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"{where}['circle'] = {shown(fields)}: expected a dict of CircleConfig's fields")
+    names = [f.name for f in dataclasses.fields(CircleConfig)]
+    for key in fields:
+        if not isinstance(key, str) or key not in names:
+            raise ValueError(f"{where}['circle'][{shown(key)}]: not a field of CircleConfig (expected "
+                             f"{', '.join(names)})")
+    try:
+        circle = CircleConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}['circle']: {e}") from None
+    official_decode = boolean(saved.get("official_decode", False), f"{where}['official_decode']")
+    age = saved.get("age")
+    if age is None:
+        return scheme, circle, None, official_decode
+    try:
+        plan = AgePlan(age, layers)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}['age'] = {shown(age)}: {e}") from None
+    primary = "circle" if "circle" in plan.schemes else plan.schemes[0]
+    if scheme != primary:
+        raise ValueError(f"{where}['scheme'] = {shown(scheme)}, but its AGE plan {plan.pattern} makes "
+                         f"{shown(primary)} the primary geometry (what apply() writes)")
+    return None, circle, plan, official_decode
+
+
+def _check_not_switched(model, holder, text) -> None:
+    """Refuses a model a part of which is switched (apply(model.model, ...) before), or which is a
+    part of a switched model (apply(model.model, ...) after apply(model, ...)), naming which: the
+    two switches would wrap each other's methods, the forward would equal neither geometry and
+    the restores could not undo them. A model is switched as a whole, once."""
+    for path, module in model.named_modules() if isinstance(model, torch.nn.Module) else ():
+        if path and vars(module).get(_ATTR) is not None:
+            raise ValueError(f"its part model.{path} ({type(module).__name__}) is already switched by "
+                             f"circlerope.hf.apply: call circlerope.hf.restore(model.{path}) first (a model is "
+                             "switched as a whole, once)")
+    targets = [(model, "forward", "forward"), (model, "generate", "generate"),
+               (holder, "get_rope_index", "get_rope_index"), (text.rotary_emb, "forward", "rotary embedding")]
+    targets += [(layer, "forward", f"layer {i}") for i, layer in enumerate(text.layers)]
+    for obj, name, what in targets:
+        stand_in = getattr(obj, "__dict__", {}).get(name)
+        if isinstance(stand_in, _StandIn):
+            owner = stand_in.switch.model
+            raise ValueError(f"its {what} is already switched by circlerope.hf.apply, as part of a "
+                             f"{type(owner).__name__}: restore that model first (a model is switched as a whole, "
+                             "once)")
+
+
+def _signature_shape(function) -> list:
+    """(name, kind, required) of each parameter of a get_rope_index, self left out."""
+    return [(p.name, p.kind, p.default is inspect.Parameter.empty)
+            for p in inspect.signature(function).parameters.values() if p.name != "self"]
+
+
+def _shown_signature(shape: list) -> str:
+    return "(" + ", ".join(("**" if kind is inspect.Parameter.VAR_KEYWORD else "") + name
+                           for name, kind, _ in shape) + ")"
+
+
+def _check_compat_fits(holder, compat: str, qwen2: bool) -> None:
+    """Refuses a compat mode whose get_rope_index signature is not the one the installed
+    transformers calls (names, order, which are required, **kwargs): its own forward and
+    generate would call the stand-in with arguments it does not take, and every forward fail
+    (hf-4.49 on 5.24: a TypeError about mm_token_type_ids). The modes that fit are named."""
+    try:
+        theirs = _signature_shape(holder.get_rope_index)
+    except (TypeError, ValueError):  # no signature to compare with: the release's calls decide
+        return
+    ours = _signature_shape(hf_compat.with_signature(None, compat, qwen2))
+    if ours == theirs:
+        return
+    fitting = [mode for mode in COMPAT_MODES if _signature_shape(hf_compat.with_signature(None, mode, qwen2)) == theirs]
+    try:
+        import transformers  # noqa: PLC0415 (optional dependency; a model of it is at hand)
+        release = f"transformers {transformers.__version__}"
+    except ImportError:
+        release = "this transformers"
+    advice = (f"use compat=None (the installed release's mode) or one of {', '.join(fitting)}" if fitting
+              else "no compat mode fits this release's get_rope_index")
+    raise ValueError(f"compat {shown(compat)}: its get_rope_index takes {_shown_signature(ours)}, but {release} "
+                     f"calls get_rope_index{_shown_signature(theirs)}, so every forward would fail: {advice}")
 
 
 def _check_rotation(rotation) -> str:
@@ -629,7 +875,9 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     age: None (every layer on `scheme`), or a geometry per layer: an AgePlan, or its spec
         ("alternate", "lower", "upper", "all", "strategy_1".."strategy_4", a C/M/V/U pattern),
         built for the model's layer count. Each geometry keeps its own positions while decoding.
-    compat: the transformers behaviour to reproduce (default: the installed release's).
+    compat: the transformers behaviour to reproduce (default: the installed release's); a mode
+        whose get_rope_index signature is not the one the installed release calls (hf-4.49
+        under 5.x) is refused, naming the modes that fit.
     official_decode: decode as the reference repository does (every layer on Circle-RoPE's
         positions after the prompt), to compare against its numbers; a cached generate() then
         differs from a full recompute under AGE.
@@ -651,7 +899,11 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     rotation = _check_rotation(rotation)
     compat = hf_compat.release_compat(compat)
     holder, text = _parts(model)
+    _check_not_switched(model, holder, text)
     config = model.config
+    # Qwen3-VL's get_rope_index has Qwen2-VL's signature (no second_per_grid_ts).
+    qwen2_signature = config.model_type in ("qwen2_vl", "qwen3_vl")
+    _check_compat_fits(holder, compat, qwen2_signature)
     layers = len(text.layers)
     if scheme is None and age is None:
         scheme, saved_circle, age, saved_official = _geometry_from_config(config, layers)
@@ -687,57 +939,34 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
                      vision=VisionConfig.from_hf_config(config), compat=compat,
                      official_decode=bool(official_decode), plan=plan, qwen3=qwen3, rotation=rotation)
     # The primary geometry's get_rope_index (rope_index_fn validates the settings now, not at the
-    # first forward), which also keeps every geometry's positions for the forward that follows:
-    # generate() from 5.x runs the vision tower and get_rope_index before the first forward and
-    # hands that forward no grids.
+    # first forward). Qwen3-VL's signature is Qwen2-VL's (no second_per_grid_ts).
     if qwen3:
-        def primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
-                    mm_token_type_ids=None):
-            hf_compat.check_token_types(mm_token_type_ids, input_ids, attention_mask, switch.vision)
-            return hf_compat.transformers_dtypes(schemes[switch.primary], *get_rope_index(
-                input_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask,
-                scheme=schemes[switch.primary], circle=switch.circle, vision=switch.vision, compat=compat))
         get_rope_index(torch.zeros(1, 1, dtype=torch.int64), scheme=schemes[switch.primary], circle=switch.circle,
                        vision=switch.vision, compat=compat)  # validates the settings now
-        doc = f"circlerope positions ({schemes[switch.primary]}) with Qwen3-VL's get_rope_index signature ({compat})"
+        primary, doc = None, (f"circlerope positions ({schemes[switch.primary]}) with Qwen3-VL's get_rope_index "
+                              f"signature ({compat})")
     else:
         primary_fn = hf_compat.rope_index_fn(config, scheme=schemes[switch.primary], circle=switch.circle,
                                              compat=compat)
         primary, doc = primary_fn.compute, primary_fn.__doc__
-
-    def compute(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
-                mm_token_type_ids=None):
-        result = primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts,
-                         attention_mask, mm_token_type_ids)
-        mask = None if attention_mask is None else torch.as_tensor(attention_mask).to("cpu")
-        ids = input_ids.to("cpu")
-        positions, following = _positions(switch, ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask)
-        switch.computed = {"input_ids": ids.clone(), "mask": None if mask is None else mask.clone(),
-                           "positions": positions, "next": following}
-        return result
-
-    # Qwen3-VL's signature is Qwen2-VL's (no second_per_grid_ts).
-    fn = hf_compat.with_signature(compute, compat, config.model_type in ("qwen2_vl", "qwen3_vl"))
-    fn.__doc__, fn.compat, fn.scheme = doc, compat, schemes[switch.primary]
-    _set(switch, holder, "get_rope_index", fn)
-    _set(switch, model, "forward", _outer_forward(switch, model.forward))
+    # Everything is checked; from here on the model is changed.
+    switch.model = model
+    _set(switch, holder, "get_rope_index", _RopeIndex(switch, primary, qwen2_signature, doc))
+    _set(switch, model, "forward", _OuterForward(switch, model.forward))
     rotary = text.rotary_emb
-    _set(switch, rotary, "forward", _rotary_forward(switch, rotary.forward))
+    _set(switch, rotary, "forward", _RotaryForward(switch, rotary.forward))
     if len(schemes) > 1:
         for i, layer in enumerate(text.layers):
-            _set(switch, layer, "forward", _layer_forward(switch.layer_geometry[i], layer.forward))
+            _set(switch, layer, "forward", _LayerForward(switch, switch.layer_geometry[i], layer.forward))
     if callable(getattr(model, "generate", None)):
         accepts = "mm_token_type_ids" in inspect.signature(model.forward).parameters
-        _set(switch, model, "generate", _generate(switch, model.generate, accepts))
+        _set(switch, model, "generate", _Generate(switch, model.generate, accepts))
     for obj in (model, holder):
         if getattr(obj, "rope_deltas", None) is not None:
             _set(switch, obj, "rope_deltas", None)
     _set(switch, config, CONFIG_KEY, switch.describe())
     if rotation == "fused":
-        patch = _acquire(namespace, function)
-        release = weakref.finalize(model, _release, patch)
-        release.atexit = False
-        switch.fused = _FusedRotation(fused_rotary, function == "apply_multimodal_rotary_pos_emb", release)
+        switch.fused = _FusedRotation.acquire(model, fused_rotary, namespace, function)
     object.__setattr__(model, _ATTR, switch)
     return model
 
@@ -791,8 +1020,9 @@ def from_pretrained(model_class, path, *, rotation: str = "transformers", **kwar
 def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     """One padding-free row from several samples, for a model switched by apply().
 
-    samples: dicts with "input_ids" (1-D or [1, S]) and optionally "image_grid_thw",
-    "video_grid_thw", "second_per_grid_ts", "pixel_values", "pixel_values_videos", "labels".
+    samples: dicts with "input_ids" (one row: [S] or [1, S]) and optionally "image_grid_thw",
+    "video_grid_thw", "second_per_grid_ts", "pixel_values", "pixel_values_videos", "labels"
+    (one per token: [S] or [1, S]). At most circlerope's token limit of one call in all.
     Returns the model's keyword arguments:
     - input_ids [1, T];
     - circlerope_positions: every geometry's float32 positions as int32 bit patterns in int64
@@ -828,11 +1058,17 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
         row = tensor(sample["input_ids"], f"sample {n} input_ids", required=True)
         if row.is_floating_point() or row.is_complex():
             raise ValueError(f"sample {n} input_ids must hold integers, got {row.dtype}")
+        if row.dim() not in (1, 2) or (row.dim() == 2 and row.size(0) != 1):
+            raise ValueError(f"sample {n} input_ids has shape {list(row.shape)}: a sample is one row, [S] or [1, S] "
+                             "(give each row of a batch as a sample of its own)")
         if row.numel() > MAX_TOKENS:
             raise ValueError(f"sample {n} has {row.numel()} tokens, more than {MAX_TOKENS}, the limit of one call")
         row = row.reshape(1, -1).to(torch.int64)
         if row.size(1) == 0:
             raise ValueError(f"sample {n} has no tokens")
+        if sum(lengths) + row.size(1) > MAX_TOKENS:  # before its positions are computed
+            raise ValueError(f"samples 0..{n} hold {sum(lengths) + row.size(1)} tokens, more than {MAX_TOKENS} in "
+                             "one packed row, the limit of one call")
         img, vid, sec = (sample.get(k) for k in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts"))
         pos, _ = _positions(switch, row, img, vid, sec, None)
         ids.append(row)
@@ -848,9 +1084,9 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
             if sample.get(key) is not None:
                 value = tensor(sample[key], f"sample {n} {key}")
                 if key == "labels":
-                    if value.numel() != row.size(1):
-                        raise ValueError(f"sample {n} labels has shape {list(value.shape)}: one label per token "
-                                         f"({row.size(1)}) expected")
+                    if list(value.shape) not in ([row.size(1)], [1, row.size(1)]):
+                        raise ValueError(f"sample {n} labels has shape {list(value.shape)}: one label per token, "
+                                         f"[{row.size(1)}] or [1, {row.size(1)}], expected")
                     value = value.reshape(1, -1)
                 else:  # a row per patch of the sample's grids, as the vision tower reads them
                     grid = img if key == "pixel_values" else vid
