@@ -74,7 +74,7 @@ def integer(value, name: str, low: Optional[int] = None, high: Optional[int] = N
     if (low is not None and result < low) or (high is not None and result > high):
         bounds = f"in [{low}, {high}]" if low is not None and high is not None else (
             f">= {low}" if high is None else f"<= {high}")
-        raise ValueError(f"{name} must be an integer {bounds} (got {result})")
+        raise ValueError(f"{name} must be an integer {bounds} (got {shown(result)})")
     return result
 
 
@@ -85,6 +85,20 @@ def number(value, name: str) -> float:
         return _core.number_option(value, name)
     except ValueError as e:
         raise (ValueError if is_number(value) else TypeError)(str(e)) from None
+
+
+def boolean(value, name: str) -> bool:
+    """A boolean read from a configuration file by the core's grammar for typed values
+    (circlerope/options.h, boolean_option): true or false, or the integer 0 or 1, as the
+    reference's configs sometimes write it. A string ("false" would be truthy), a list or a
+    float is refused, as a ValueError: a file's value has no Python type a caller chose.
+    (An argument a caller passes is a flag(): True or False only.)"""
+    value = plain(value)
+    if value is True or value is False:
+        return value
+    if is_integer(value) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{name} must be true or false (got {shown(value)})")
 
 
 def flag(value, name: str, allow_none: bool = False) -> Optional[bool]:

@@ -76,11 +76,13 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _float_text(text: str) -> Optional[float]:
-    """float(text) as the official code reads it, or None where that fails."""
+def _float(value) -> Optional[float]:
+    """float(value) as the official code reads a text or a number, or None where that fails:
+    a text that is no number, or a number beyond a double's range (a 401-digit integer, whose
+    float() raises OverflowError)."""
     try:
-        return float(text)
-    except ValueError:
+        return float(value)
+    except (ValueError, OverflowError):
         return None
 
 
@@ -93,30 +95,27 @@ def _radius(value):
         if len(parts) != 2:
             _fail(key, value, 'the official code reads "auto-k" as the text on both sides of one "-" '
                   f"(this has {len(parts) - 1}), and fails")
-        k = _float_text(parts[1])
+        k = _float(parts[1])
         if k is None or not math.isfinite(k) or k <= 0:
             _fail(key, value, "the scale k of auto-k must be a finite number > 0")
         return f"auto-{k!r}"
     if isinstance(value, bool):
         _fail(key, value, "a boolean (the official code would read it as radius 1 or 0); write a number")
-    if isinstance(value, str):
-        r = _float_text(value)
-        if r is None:
-            _fail(key, value, 'expected a number, "auto" or "auto-k"')
-    elif _is_number(value):
-        r = float(value)
-    else:
+    if not isinstance(value, str) and not _is_number(value):
         _fail(key, value, 'expected a number, "auto" or "auto-k"')
-    if not math.isfinite(r) or r <= 0:
+    r = _float(value)
+    if r is None and isinstance(value, str):
+        _fail(key, value, 'expected a number, "auto" or "auto-k"')
+    if r is None or not math.isfinite(r) or r <= 0:
         _fail(key, value, "must be finite and > 0 (the official code takes a negative radius as a ring "
               "turned by pi, which CircleConfig cannot express)")
     return r
 
 
 def _alpha(value) -> float:
-    if not _is_number(value) or not 0 <= value <= 1:
+    if not _is_number(value) or not 0 <= value <= 1 or _float(value) is None:
         _fail("alpha", value, "expected a number in [0, 1]")
-    return float(value)
+    return _float(value)
 
 
 def _flag(key: str, value) -> bool:
@@ -133,9 +132,9 @@ def _flag(key: str, value) -> bool:
 def _dff_rate(value) -> float:
     if value is None or isinstance(value, bool):
         return 1.0 if value else 0.0
-    if not _is_number(value) or not 0 <= value <= 1:
+    if not _is_number(value) or not 0 <= value <= 1 or _float(value) is None:
         _fail("dff_rate", value, "expected false, true or a number in [0, 1]")
-    return float(value)
+    return _float(value)
 
 
 def _move_to_positive(value):
@@ -146,7 +145,7 @@ def _move_to_positive(value):
         return "auto"
     if value is True:
         return 1.0  # float(True) in the official code
-    offset = _float_text(value) if isinstance(value, str) else float(value) if _is_number(value) else None
+    offset = _float(value) if isinstance(value, str) or _is_number(value) else None
     if offset is None or not math.isfinite(offset):
         _fail(key, value, 'expected false, "auto" or a finite number (the offset)')
     return None if offset == 0 else offset  # the official `if move_to_positive:` skips 0
