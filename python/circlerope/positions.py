@@ -104,6 +104,13 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1, *, com
     position + 1, below max + 1 after a video from 5.3 on): docs/guides/compat.md. A model patched
     by circlerope.hf runs its release's own decode code and needs none of this.
 
+    Floating deltas (circlerope's, float32) decode as the reference does, in float32:
+    float(cache position) + delta. Integer deltas (transformers' int64 rope_deltas of the
+    integer schemes) decode as transformers does, in exact integer arithmetic, and each
+    position is rounded to float32 once (what transformers' rotary embedding computes with:
+    position_ids.float()); past 2^24 a float32 cannot hold every integer, so 2^24 + 1 is
+    2^24 there and here.
+
     cache_position: an integer (Hugging Face's cache_position[0], a one-element tensor, too)."""
     deltas = real_numbers(tensor(rope_deltas, "rope_deltas", required=True), "rope_deltas")
     check_count("rope_deltas", deltas, MAX_TOKENS, "rows")
@@ -112,21 +119,42 @@ def decode_position_ids(rope_deltas, cache_position: int, count: int = 1, *, com
     flat = deltas[:, 0] if deltas.dim() == 2 and deltas.size(1) == 1 else deltas
     if flat.dim() != 1:
         raise ValueError(f"rope_deltas must have shape [batch, 1] or [batch], got {list(deltas.shape)}")
-    values = np.ascontiguousarray(flat.detach().cpu().to(torch.float32).numpy())
-    if mode not in REAL_TOKEN_MODES or values.size == 0:
-        return torch.from_numpy(_core.decode_positions(values, first, count)).to(deltas.device)
-    if attention_mask is None:
-        real_before = [first] * values.size
-    else:
+    rows = flat.numel()
+    real_before = None  # each row's first position before its delta: the cache position
+    if mode in REAL_TOKEN_MODES and rows and attention_mask is not None:
         mask = tensor(attention_mask, "attention_mask")
-        if mask.dim() != 2 or mask.size(0) != values.size:
-            raise ValueError(f"attention_mask must have shape [{values.size}, L], got {list(mask.shape)}")
+        if mask.dim() != 2 or mask.size(0) != rows:
+            raise ValueError(f"attention_mask must have shape [{rows}, L], got {list(mask.shape)}")
         check_tokens("attention_mask", int(mask.size(0)), int(mask.size(1)))
         seen = max(0, min(first, mask.size(1)))
         real_before = [count_seen + (first - seen) for count_seen in (mask.to("cpu")[:, :seen] != 0).sum(-1).tolist()]
+    if not deltas.is_floating_point():
+        return _integer_positions(flat, first, count, real_before).to(deltas.device)
+    values = np.ascontiguousarray(flat.detach().cpu().to(torch.float32).numpy())
+    if real_before is None:
+        return torch.from_numpy(_core.decode_positions(values, first, count)).to(deltas.device)
     # One row at a time: the rule of a batch of one whose cache holds only real tokens.
-    rows = [_core.decode_positions(values[b:b + 1], int(real_before[b]), count) for b in range(values.size)]
-    return torch.from_numpy(np.concatenate(rows, axis=1)).to(deltas.device)
+    parts = [_core.decode_positions(values[b:b + 1], int(real_before[b]), count) for b in range(rows)]
+    return torch.from_numpy(np.concatenate(parts, axis=1)).to(deltas.device)
+
+
+def _integer_positions(deltas: Tensor, first: int, count: int, real_before) -> Tensor:
+    """decode_position_ids of integer deltas [batch]: start + i + delta in int64, as transformers
+    adds them, rounded to float32 once; start is the cache position, or real_before[b]. The core
+    checks the call (cache position, counts, sizes) on zero deltas first, and its result is the
+    output's memory."""
+    rows = deltas.numel()
+    out = torch.from_numpy(_core.decode_positions(np.zeros(rows, np.float32), first, count))
+    if out.numel() == 0:
+        return out
+    ints = deltas.detach().to("cpu", torch.int64)
+    starts = torch.full((rows,), first, dtype=torch.int64) if real_before is None else torch.tensor(
+        real_before, dtype=torch.int64)
+    b = int(ints.argmax())
+    if int(ints[b]) + int(starts.max()) + count - 1 >= 2 ** 63:
+        raise ValueError(f"rope_deltas[{b}] = {int(ints[b])}: its decoded positions are beyond int64")
+    out.copy_(((ints + starts)[:, None] + torch.arange(count, dtype=torch.int64)).to(torch.float32).expand(3, -1, -1))
+    return out
 
 
 def layout_positions(layout: str, *, scheme: str = "circle", circle: Optional[CircleConfig] = None,

@@ -13,8 +13,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._checks import (MAX_TOKENS, check_layout, check_tokens, cpu, flag, instance, shown, tensor, text,
-                      tokens_of)
+from ._checks import (MAX_TOKENS, check_layout, check_tokens, cpu, flag, instance, is_integer, is_number, shown,
+                      tensor, text, tokens_of)
 from ._ops import CUDA_KERNELS, ops
 from .config import DEFAULT_ROTARY, RotaryConfig
 
@@ -49,14 +49,27 @@ def rotary_table(position_ids, rotary: Optional[RotaryConfig] = None, *, section
 
 def _traced_args(given: dict) -> tuple:
     """The op's settings (theta, rotary_dim, frequency layout, sections) while torch.compile
-    traces: it cannot trace the core (_core), so the plain values go to the operator, whose
-    fake kernel checks them with the core when the graph is traced and whose kernel checks
-    them again when it runs."""
+    traces. It cannot trace the core (_core), so the settings go to the operator as plain
+    values, whose fake kernel checks them with the core when the graph is traced and whose
+    kernel checks them again when it runs. Only values whose conversion to those plain values
+    is exact are taken: sections integers (the core counts them), theta a real number, rotary_dim an integer or
+    None, the frequency layout a str, none of them a bool. Anything else, which eager reads
+    with RotaryConfig (and refuses, as sections=(1.9, 1, 2) or (True, 1, 2)), is refused here
+    too, never truncated: under fullgraph=True torch reports this TypeError; otherwise the
+    call runs eagerly, with eager's message."""
     defaults = DEFAULT_ROTARY
-    sections = [int(x) for x in given.get("sections", defaults.sections)]
+    sections = given.get("sections", defaults.sections)
+    theta = given.get("theta", defaults.theta)
     dim = given.get("rotary_dim")
-    return (float(given.get("theta", defaults.theta)), int(2 * sum(sections) if dim is None else dim),
-            given.get("frequency_layout", defaults.frequency_layout), sections)
+    frequency_layout = given.get("frequency_layout", defaults.frequency_layout)
+    if not (isinstance(sections, (tuple, list)) and all(is_integer(x) for x in sections)
+            and (isinstance(theta, float) or (is_number(theta) and abs(theta) < 2 ** 53))
+            and (dim is None or is_integer(dim)) and isinstance(frequency_layout, str)):
+        raise TypeError("rotary_table under torch.compile: sections must be three integers, theta a number, "
+                        "rotary_dim an integer or None and frequency_layout a string, as eager reads them (give a "
+                        "RotaryConfig made outside the compiled code for any other spelling)")
+    sections = [int(x) for x in sections]
+    return (float(theta), 2 * sum(sections) if dim is None else int(dim), frequency_layout, sections)
 
 
 def _table(position_ids, args: tuple) -> Tensor:

@@ -24,6 +24,8 @@ from .compat import rope_field
 
 Tensor = torch.Tensor
 
+_FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
 
 def rotary_cos_sin(position_ids, config=None, *, mrope_section=None, rope_theta=None, head_dim=None,
                    attention_scaling=None, dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
@@ -66,10 +68,7 @@ def rotary_cos_sin(position_ids, config=None, *, mrope_section=None, rope_theta=
 
 
 def _selected(t: Tensor, mrope_section: tuple) -> Tensor:
-    """transformers' section selection, after its sizes are checked against t's."""
-    if 2 * sum(mrope_section) != t.size(-1):
-        raise ValueError(f"mrope_section {list(mrope_section)} sums to {sum(mrope_section)}, but cos/sin "
-                         f"hold {t.size(-1)} values (expected head_dim / 2 = {t.size(-1) // 2})")
+    """transformers' section selection (its sizes checked by the caller)."""
     return reference.select_sections(t, mrope_section)
 
 
@@ -104,9 +103,24 @@ def apply_multimodal_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tens
         if x.size(0) != cos.size(1) or x.size(seq_dim) != cos.size(2):
             raise ValueError(f"{name} has shape {list(x.shape)} (unsqueeze_dim {unsqueeze}), but cos/sin are "
                              f"for batch {cos.size(1)} and seq_len {cos.size(2)}")
-    cos_sel, sin_sel = _selected(cos, sections), _selected(sin, sections)
+    # Every size is checked before the section selection and the table allocate anything (cos
+    # and sin may be expand() views of any size).
+    if 2 * sum(sections) != cos.size(-1):
+        raise ValueError(f"mrope_section {list(sections)} sums to {sum(sections)}, but cos/sin "
+                         f"hold {cos.size(-1)} values (expected head_dim / 2 = {cos.size(-1) // 2})")
+    # the rotary dim of either path: even, within the core's limit (as rotary_cos_sin reads head_dim)
+    rotary_option("rotary_dim", int(cos.size(-1)), "cos/sin's last dimension (the rotary dim)")
     use_fused = (q.dtype == torch.float32 and k.dtype == torch.float32) if fused is None else fused
     if use_fused and fused_device(q) and fused_device(k) and q.device == k.device == cos.device:
+        # what the operator checks of q and k against the table, before the table is built
+        if q.dtype != k.dtype or q.dtype not in _FUSED_DTYPES:
+            raise ValueError(f"the fused rotation takes q and k of one dtype, float32, bfloat16, float16 or float64, "
+                             f"got {q.dtype} and {k.dtype}")
+        for name, x in (("q", q), ("k", k)):
+            if x.size(-1) < cos.size(-1):
+                raise ValueError(f"{name} has head_dim {x.size(-1)}, smaller than the rotary dim {cos.size(-1)} of "
+                                 "cos/sin")
+        cos_sel, sin_sel = _selected(cos, sections), _selected(sin, sections)
         half = cos_sel.size(-1) // 2
         table = torch.cat([cos_sel[..., :half], sin_sel[..., :half]], -1).to(torch.float32).contiguous()
         return apply_rotary(q, k, table, pairing="neox", qk_layout="bhsd" if unsqueeze == 1 else "bshd")
@@ -114,4 +128,4 @@ def apply_multimodal_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tens
         if x.size(-1) != cos.size(-1):
             raise ValueError(f"{name} has head_dim {x.size(-1)} but cos/sin {cos.size(-1)} columns (transformers' "
                              "formula multiplies them element by element)")
-    return reference.apply_rotary_pos_emb(q, k, cos_sel, sin_sel, unsqueeze)
+    return reference.apply_rotary_pos_emb(q, k, _selected(cos, sections), _selected(sin, sections), unsqueeze)
