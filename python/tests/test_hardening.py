@@ -490,3 +490,222 @@ def test_random_text_through_every_text_argument_gives_one_clean_line():
                 call(value)
             except ValueError as e:
                 assert _clean(str(e), value), (name, repr(value[:20]), str(e)[:300])
+
+
+# ================================================== round 3: the Python package ---
+# (docs/development/hardening.md, "Round 3"; the model-level findings are in test_hf_models.py)
+
+# ------------------------------------------------------ the saved-config reader ---
+
+def _saved_geometry(saved, layers):
+    """The reader apply(model) uses for config.circlerope."""
+    from circlerope.hf.model import _saved_geometry as read  # noqa: PLC0415
+    return read(saved, layers)
+
+
+SAVED = {"scheme": "circle", "age": None, "official_decode": False,
+         "circle": {"radius": "auto", "alpha": 0.25, "move_to_origin": True, "dff_rate": 0.0, "move_to_positive": None}}
+
+
+@pytest.mark.parametrize("saved, key", [
+    (dict(SAVED, official_decode="false"), r"\['official_decode'\] must be true or false \(got 'false'\)"),
+    (dict(SAVED, official_decode=[0]), r"\['official_decode'\] must be true or false \(got \[0\]\)"),
+    (dict(SAVED, official_decode="true"), r"\['official_decode'\]"),
+    (dict(SAVED, official_decode=2), r"\['official_decode'\]"),
+    (dict(SAVED, official_decode=1.0), r"\['official_decode'\]"),
+    (dict(SAVED, official_decode=None), r"\['official_decode'\]"),
+    (dict(SAVED, circle=[]), r"\['circle'\] = \[\]: expected a dict"),
+    (dict(SAVED, circle="auto"), r"\['circle'\] = 'auto': expected a dict"),
+    (dict(SAVED, circle=None), r"\['circle'\] = None: expected a dict"),
+    (dict(SAVED, circle={"radious": 10}), r"\['circle'\]\['radious'\]: not a field of CircleConfig"),
+    (dict(SAVED, circle={"alpha": "0.5"}), r"\['circle'\]: CircleConfig.alpha"),
+    (dict(SAVED, circle={"radius": -1}), r"\['circle'\]: CircleConfig.radius"),
+    (dict(SAVED, circle={"radius": int("9" * 401)}), r"\['circle'\]: CircleConfig.radius"),
+    ({k: v for k, v in SAVED.items() if k != "circle"} | {"circel": {"radius": 3}}, r"\['circel'\]: not a key"),
+    (dict(SAVED, AGE_mode="strategy_4"), r"\['AGE_mode'\]: not a key"),
+    ([], r" = \[\] is not a geometry"),
+    ("circle", r" = 'circle' is not a geometry"),
+    ({}, r" has no 'scheme'"),
+    (dict(SAVED, scheme="ring"), r"\['scheme'\] = 'ring'"),
+    (dict(SAVED, scheme=5), r"\['scheme'\] = 5"),
+    (dict(SAVED, age=5), r"\['age'\] = 5"),
+    (dict(SAVED, age="CXCX"), r"\['age'\] = 'CXCX'"),
+    (dict(SAVED, scheme="vanilla", age="CMCM"), r"\['scheme'\] = 'vanilla', but its AGE plan CMCM makes 'circle'"),
+], ids=lambda v: repr(v)[:40])
+def test_the_saved_config_reader_refuses_what_it_cannot_read_naming_the_key(saved, key):
+    # "false" and [0] turned official decoding on; a circle that is no dict, or has unknown
+    # keys, gave the dataclass's TypeError; [] or a misspelt key gave the default circle.
+    with pytest.raises(ValueError, match=r"config\.circlerope" + key):
+        _saved_geometry(saved, 4)
+
+
+def test_the_saved_config_reader_reads_what_apply_writes():
+    scheme, circle, age, official = _saved_geometry(SAVED, 4)
+    assert (scheme, age, official) == ("circle", None, False)
+    assert circle == circlerope.CircleConfig(radius="auto", alpha=0.25)
+    for value, want in ((True, True), (False, False), (1, True), (0, False)):  # the core's booleans
+        assert _saved_geometry(dict(SAVED, official_decode=value), 4)[3] is want
+    # absent keys mean no plan, the default circle and no official decoding
+    assert _saved_geometry({"scheme": "mrope"}, 4) == ("mrope", circlerope.CircleConfig(), None, False)
+    # a plan without Circle-RoPE: apply() writes its first geometry as the scheme
+    scheme, _, plan, _ = _saved_geometry(dict(SAVED, scheme="mrope", age="MVMV"), 4)
+    assert scheme is None and plan.pattern == "MVMV"
+
+
+@pytest.mark.parametrize("value", [True, False, 0, 1, 2, -1, "false", "true", "0", 1.0, 0.0, None, [0], (1,), {}])
+def test_the_saved_boolean_is_read_as_the_core_reads_one(value):
+    # The core's boolean grammar (options.h), as CircleConfig.move_to_origin reads it.
+    try:
+        want = circlerope.CircleConfig(move_to_origin=value).move_to_origin
+        want = bool(want)
+    except (TypeError, ValueError):
+        want = None
+    try:
+        got = circlerope._checks.boolean(value, "x")
+    except ValueError as e:
+        assert str(e) == f"x must be true or false (got {circlerope._checks.shown(value)})"
+        got = None
+    assert got == want, value
+
+
+# ------------------------------------------------ the official config's numbers ---
+
+@pytest.mark.parametrize("key, value", [
+    ("radius", int("9" * 401)), ("radius", -int("9" * 401)), ("move_to_positive", int("9" * 401)),
+    ("move_to_positive", -int("9" * 401)), ("alpha", int("9" * 401)), ("dff_rate", int("9" * 401)),
+    ("radius", __import__("fractions").Fraction(int("9" * 401), 1)),
+    ("move_to_positive", __import__("fractions").Fraction(int("9" * 401), 1)),
+])
+def test_an_official_number_beyond_a_double_is_a_value_error_naming_the_key(key, value):
+    # float() of a 401-digit radius or move_to_positive raised OverflowError.
+    circle_rope = dict({"radius": 10, "alpha": 0.5}, **{key: value})
+    with pytest.raises(ValueError, match=rf"^circle_rope\['{key}'\] = .{{1,60}}: "):
+        circlerope.hf.from_official_config(circle_rope, 4)
+
+
+def test_a_range_message_shows_a_huge_integer_bounded():
+    # config hidden_size = a 401-digit integer: the message held all 401 digits.
+    import tiny_qwen
+    pytest.importorskip("transformers")
+    config = tiny_qwen.config("qwen2_5_vl")
+    text_config = getattr(config, "text_config", config)
+    text_config.hidden_size = int("9" * 401)
+    with pytest.raises(ValueError, match=r"hidden_size must be an integer in \[1, 1073741824\] \(got 9{30}") as e:
+        circlerope.hf.rotary_config(config)
+    assert len(str(e.value)) < 200
+
+
+# ---------------------------------------------- rotary_table under torch.compile ---
+
+@pytest.mark.parametrize("settings", [{"sections": (1.9, 1, 2)}, {"sections": (True, 1, 2)},
+                                      {"sections": (2.0, 1, 1)}, {"theta": True},
+                                      {"theta": "1e4"}, {"rotary_dim": 8.0}, {"frequency_layout": 1}],
+                         ids=lambda s: repr(s))
+def test_compiled_rotary_table_refuses_the_settings_eager_refuses(settings):
+    # Under torch.compile(fullgraph=True), sections (1.9, 1, 2) and (True, 1, 2) ran as (1, 1, 2),
+    # where eager refuses them: the traced path converted them with int().
+    positions = torch.zeros(3, 1, 4)
+    with pytest.raises(TypeError) as eager:
+        circlerope.rotary_table(positions, **settings)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="rotary_table under torch.compile"):  # torch's Unsupported, holding ours
+        torch.compile(lambda p: circlerope.rotary_table(p, **settings), fullgraph=True, backend="aot_eager")(positions)
+    torch._dynamo.reset()
+    with pytest.raises(TypeError) as compiled:  # without fullgraph the call runs eagerly: eager's own error
+        torch.compile(lambda p: circlerope.rotary_table(p, **settings), backend="aot_eager")(positions)
+    assert str(compiled.value) == str(eager.value)
+
+
+def test_compiled_rotary_table_takes_exact_settings_as_eager_does():
+    positions = circlerope.get_rope_index(IDS, GRID)[0]
+    for settings in ({"sections": (1, 1, 2)}, {"sections": [2, 1, 1], "theta": 10000}, {"theta": 1e4, "rotary_dim": 8,
+                     "sections": (1, 1, 2)}, {"frequency_layout": "interleaved", "sections": (2, 1, 1)}):
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda p: circlerope.rotary_table(p, **settings), fullgraph=True, backend="aot_eager")
+        assert torch.equal(compiled(positions), circlerope.rotary_table(positions, **settings)), settings
+
+
+# ------------------------------------------------------------ decode positions ---
+
+@pytest.mark.parametrize("compat", [None, "hf-4.52", "hf-5.18"])
+def test_whole_valued_circle_deltas_decode_as_float32(compat):
+    # Whole-valued float32 deltas (radius 1e20) were cast to int64: -9223372036854775808.
+    ids = torch.tensor([[5, START] + [IMAGE] * 4 + [END, 6]])
+    _, deltas = circlerope.get_rope_index(ids, GRID, circle=circlerope.CircleConfig(radius=1e20), compat=compat)
+    assert deltas.dtype == torch.float32 and deltas.abs().item() > 1e19 and deltas.item() == deltas.round().item()
+    got = circlerope.decode_position_ids(deltas, 8, 3, compat=compat)
+    assert got.dtype == torch.float32
+    want = torch.tensor([8.0, 9.0, 10.0]) + deltas[0]  # the reference's float32 cache position + delta
+    assert torch.equal(got[:, 0], want.expand(3, -1)), (got, want)
+
+
+@pytest.mark.parametrize("compat", [None, "hf-4.52", "hf-5.18"])
+def test_integer_deltas_decode_exactly_then_round_once(compat):
+    # int64 deltas past 2^24 were rounded to float32 before the cache position was added:
+    # 2^24 + 1 at cache position 1 gave 2^24, where transformers' int64 gives 2^24 + 2 (whose
+    # float32, what its rotary embedding computes with, is 2^24 + 2).
+    g = torch.Generator().manual_seed(32)
+    deltas = torch.cat([torch.tensor([[2 ** 24 + 1], [-(2 ** 40) - 3], [0], [2 ** 62]]),
+                        torch.randint(-(2 ** 50), 2 ** 50, (12, 1), generator=g)])
+    mask = torch.ones(deltas.size(0), 9, dtype=torch.int64)
+    mask[1, :4] = 0
+    got = circlerope.decode_position_ids(deltas, 1, 5, compat=compat)
+    assert got.dtype == torch.float32 and got.shape == (3, deltas.size(0), 5)
+    want = (deltas + 1 + torch.arange(5)).to(torch.float32)  # transformers' cache_position + rope_deltas, .float()
+    assert torch.equal(got, want.expand(3, -1, -1))
+    assert got[0, 0, 0].item() == 2 ** 24 + 2
+    if compat == "hf-5.18":  # the real tokens before each new one, plus the delta
+        got = circlerope.decode_position_ids(deltas, 9, 2, compat=compat, attention_mask=mask)
+        real = mask.sum(-1, keepdim=True)
+        assert torch.equal(got, (deltas + real + torch.arange(2)).to(torch.float32).expand(3, -1, -1))
+    for dtype in (torch.int32, torch.int16, torch.uint8):
+        small = torch.tensor([[3], [100]], dtype=dtype)
+        assert torch.equal(circlerope.decode_position_ids(small, 4, 2, compat=compat),
+                           circlerope.decode_position_ids(small.float(), 4, 2, compat=compat))
+    with pytest.raises(ValueError, match=r"rope_deltas\[1\] = 9223372036854775807: its decoded positions are beyond "
+                                         "int64"):
+        circlerope.decode_position_ids(torch.tensor([0, 2 ** 63 - 1]), 1, compat=compat)
+    with pytest.raises(ValueError, match="first_cache_position"):  # the core's checks come first
+        circlerope.decode_position_ids(torch.tensor([0]), -1, compat=compat)
+
+
+# --------------------------------------- the HF-shaped rotation checks, then builds ---
+
+def test_the_hf_shaped_rotation_checks_every_size_before_building_its_table():
+    # A q narrower than cos/sin (head_dim 64, rotary dim 128) over 2^22 tokens: 10 GiB of
+    # section selections and table were built, then the operator refused the head_dim.
+    child = run_child("""
+        import resource, torch, circlerope.hf as hf
+        S = 1 << 22
+        cos = torch.zeros(1).expand(3, 1, S, 128)
+        calls = [
+            lambda: hf.apply_multimodal_rotary_pos_emb(torch.zeros(1).expand(1, 1, S, 64),
+                                                       torch.zeros(1).expand(1, 1, S, 64), cos, cos, [16, 24, 24]),
+            lambda: hf.apply_multimodal_rotary_pos_emb(torch.zeros(1, dtype=torch.float8_e4m3fn).expand(1, 1, S, 128),
+                                                       torch.zeros(1, dtype=torch.float8_e4m3fn).expand(1, 1, S, 128),
+                                                       cos, cos, [16, 24, 24], fused=True),
+            lambda: hf.apply_multimodal_rotary_pos_emb(torch.zeros(1).expand(1, 1, S, 4096),
+                                                       torch.zeros(1).expand(1, 1, S, 4096),
+                                                       torch.zeros(1).expand(3, 1, S, 2048),
+                                                       torch.zeros(1).expand(3, 1, S, 2048), [340, 342, 342]),
+            lambda: hf.apply_multimodal_rotary_pos_emb(torch.zeros(1).expand(1, 1, S, 128),
+                                                       torch.zeros(1).expand(1, 1, S, 128), cos, cos, [16, 24, 23]),
+        ]
+        for call in calls:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            try:
+                call()
+                print("accepted")
+            except ValueError as e:
+                print("ValueError:", e)
+            print("grew MiB", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+    """)
+    assert child.returncode == 0, child.stderr[-2000:]
+    lines = child.stdout.splitlines()
+    assert [line.startswith("ValueError: ") for line in lines] == [True, False] * 4, child.stdout
+    assert "q has head_dim 64, smaller than the rotary dim 128" in lines[0]
+    assert "float8_e4m3fn" in lines[2]
+    assert "mrope_section [340, 342, 342]" in lines[4] or "2048" in lines[4]
+    assert "mrope_section [16, 24, 23]" in lines[6]
+    for line in lines[1::2]:
+        assert int(line.split()[-1]) < 256, child.stdout  # a selection alone would be 2 GiB

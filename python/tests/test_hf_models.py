@@ -29,6 +29,7 @@ float32 and transformers' own rotation, what CI runs); scripts/gpu_check.py runs
 Each tolerance below says what it is in float32 and in bfloat16, and why.
 """
 
+import copy
 import dataclasses
 import functools
 import gc
@@ -1140,7 +1141,7 @@ def test_every_bad_argument_of_apply_restore_pack_and_from_pretrained_raises_a_c
         ("apply", restored(hf.apply), [model, "circle"],
          {"circle": None, "age": None, "compat": None, "official_decode": False, "rotation": "transformers"}),
         ("apply fused", restored(hf.apply), [model, "circle"], {"rotation": "fused"}),
-        ("apply age", restored(hf.apply), [model], {"age": "alternate", "compat": "hf-5.18"}),
+        ("apply age", restored(hf.apply), [model], {"age": "alternate", "compat": hf.installed_compat()}),
         ("pack", restored(pack), [model, [sample]], {"flash_attention_kwargs": False}),
         ("pack samples", restored(pack), [model, [sample, sample]], {}),
     ]
@@ -1252,3 +1253,229 @@ def test_rotary_cos_sin_equals_the_releases_rotary_embedding_bit_for_bit(dtype):
         sections = hf.rotary_config(model.config).sections
         cos, sin = reference.select_sections(cos, sections), reference.select_sections(sin, sections)
     assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
+
+
+# -------------------------------------------- copies, nesting, beams, odd inputs ---
+
+def _holder(model):
+    """The module holding the release's get_rope_index (the outer model before 4.52)."""
+    return model.model if callable(getattr(model.model, "get_rope_index", None)) else model
+
+
+@pytest.mark.parametrize("rotation", ["transformers", "fused"])
+@pytest.mark.parametrize("geometry", ["circle", "alternate"])
+def test_a_deep_copy_of_a_switched_model_is_switched_on_its_own(geometry, rotation):
+    # copy.deepcopy (TRL's reference model, EMA) kept closures over the original's methods: the
+    # copy's lm_head zeroed, it still returned the original's logits.
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, rotation=rotation, **switch_kwargs(geometry))
+    inputs = request(("image",), seed=7)
+    want, (want_sequences, _) = forward_logits(model, inputs), greedy(model, inputs, 3)
+    twin = copy.deepcopy(model)
+    assert hf.geometry(twin) == hf.geometry(model)
+    assert torch.equal(forward_logits(twin, inputs), want)
+    assert torch.equal(greedy(twin, inputs, 3)[0], want_sequences)
+    with torch.no_grad():
+        twin.lm_head.weight.zero_()
+    assert not forward_logits(twin, inputs).any()  # the copy's own lm_head
+    assert torch.equal(forward_logits(model, inputs), want)  # the original's untouched
+    assert torch.equal(greedy(model, inputs, 3)[0], want_sequences)
+    module, function, original = RELEASE_ROTATIONS["qwen2_5_vl"]
+    hf.restore(model)  # the copy keeps its switch (and, fused, the dispatcher)
+    assert hf.geometry(model) is None and hf.geometry(twin) is not None
+    assert not forward_logits(twin, inputs).any()
+    assert (getattr(module, function) is original) == (rotation == "transformers")
+    hf.restore(twin)
+    assert getattr(module, function) is original
+    assert hf.geometry(twin) is None and "forward" not in vars(twin)
+
+
+@pytest.mark.skipif(VERSION < (4, 52), reason="before 4.52 the outer model holds get_rope_index: model.model alone "
+                    "cannot be switched")
+@pytest.mark.parametrize("first", ["part", "whole"])
+def test_a_switch_inside_a_switch_is_refused_naming_it_and_restore_leaves_the_model_usable(first):
+    # apply(m.model) then apply(m), or the other way round, was accepted: the forward equalled
+    # neither geometry, and after both restores every forward raised "ran outside the model's
+    # own forward".
+    model = make_model("qwen2_5_vl")
+    inputs = request(("image",))
+    want = forward_logits(model, hf_kwargs(model, inputs))
+    if first == "part":
+        hf.apply(model.model, "circle")
+        switched = forward_logits(model, inputs)
+        with pytest.raises(ValueError, match=r"its part model\.model \(\w+\) is already switched by "
+                                             r"circlerope\.hf\.apply: call circlerope\.hf\.restore\(model\.model\)"):
+            hf.apply(model, "mrope")
+        assert hf.geometry(model) is None and "forward" not in vars(model)
+        assert torch.equal(forward_logits(model, inputs), switched)
+        hf.restore(model.model)
+    else:
+        hf.apply(model, "circle")
+        switched = forward_logits(model, inputs)
+        with pytest.raises(ValueError, match=r"its get_rope_index is already switched by circlerope\.hf\.apply, as "
+                                             r"part of a Qwen2_5_VLForConditionalGeneration: restore that model first"):
+            hf.apply(model.model, "mrope")
+        assert hf.geometry(model.model) is None
+        assert torch.equal(forward_logits(model, inputs), switched)
+        hf.restore(model)
+    assert torch.equal(forward_logits(model, hf_kwargs(model, inputs)), want)
+    hf.apply(model, "mrope")  # switchable again, as a whole
+    if not FUSED:
+        assert torch.equal(forward_logits(model, inputs), want)
+    hf.restore(model)
+
+
+def _generate(model, inputs, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return model.generate(**on_device(inputs), max_new_tokens=4, min_new_tokens=4, suppress_tokens=SPECIAL,
+                              **kwargs).cpu()
+
+
+def _repeated(inputs, k):
+    """inputs with every row repeated k times in place, its grids and pixels with it."""
+    out = dict(inputs, input_ids=inputs["input_ids"].repeat_interleave(k, 0))
+    if "attention_mask" in inputs:
+        out["attention_mask"] = inputs["attention_mask"].repeat_interleave(k, 0)
+    rows = inputs["input_ids"].size(0)
+    grids = inputs["image_grid_thw"].view(rows, -1, 3) if rows > 1 else inputs["image_grid_thw"][None]
+    out["image_grid_thw"] = grids.repeat_interleave(k, 0).reshape(-1, 3)
+    pixels = inputs["pixel_values"].view(rows, -1, inputs["pixel_values"].size(-1))
+    out["pixel_values"] = pixels.repeat_interleave(k, 0).reshape(-1, pixels.size(-1))
+    return out
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_beams_and_return_sequences_expand_the_switchs_rows(batch):
+    # generate() expands input_ids after get_rope_index for num_beams or num_return_sequences:
+    # the switched model failed ("image_grid_thw has only 0 entries"), even on M-RoPE.
+    inputs = request(("image",), seed=7) if batch == 1 else padded_batch("left")
+    if batch == 2:  # one image per row: the rows' grids and pixels split evenly
+        inputs = dict(inputs, image_grid_thw=inputs["image_grid_thw"][[0, 2]],
+                      pixel_values=torch.cat([inputs["pixel_values"][:16], inputs["pixel_values"][16 + 16:16 + 32]]))
+        b = request(("image",), seed=2)
+        inputs["input_ids"][1] = torch.cat([torch.full((inputs["input_ids"].size(1) - b["input_ids"].size(1),), PAD),
+                                            b["input_ids"][0]])
+        inputs["attention_mask"][1] = inputs["input_ids"][1] != PAD
+        inputs["image_grid_thw"][1], inputs["pixel_values"][16:] = b["image_grid_thw"][0], b["pixel_values"]
+    model = make_model("qwen2_5_vl")
+    try:
+        want_beams = _generate(model, hf_kwargs(model, inputs), num_beams=2, num_return_sequences=2, do_sample=False)
+        want_samples = _generate(model, hf_kwargs(model, inputs), num_return_sequences=2, do_sample=True)
+    except (ValueError, RuntimeError, IndexError) as e:
+        pytest.skip(f"transformers {transformers.__version__}'s own model does not generate beams here: {e}"[:200])
+    hf.apply(model, "mrope")  # bit for bit the unswitched model, beams and samples too
+    if not FUSED:
+        assert torch.equal(_generate(model, inputs, num_beams=2, num_return_sequences=2, do_sample=False), want_beams)
+        assert torch.equal(_generate(model, inputs, num_return_sequences=2, do_sample=True), want_samples)
+    hf.restore(model)
+    for geometry in ("circle", "alternate"):
+        hf.apply(model, **switch_kwargs(geometry))
+        beams = _generate(model, inputs, num_beams=2, num_return_sequences=2, do_sample=False)
+        assert beams.shape == (2 * batch, inputs["input_ids"].size(1) + 4)
+        # each beam's first step reads the prompt's logits at the prompt's own positions
+        with torch.no_grad():
+            out = model.generate(**on_device(inputs), max_new_tokens=1, num_beams=2, do_sample=False,
+                                 output_logits=True, return_dict_in_generate=True)
+        last = forward_logits(model, inputs)[:, -1]
+        assert_near(out.logits[0].cpu(), last.repeat_interleave(2, 0), ATOL)
+        # num_return_sequences=2 samples as the prompt repeated twice does, row for row
+        assert torch.equal(_generate(model, inputs, num_return_sequences=2, do_sample=True),
+                           _generate(model, _repeated(inputs, 2), do_sample=True)), geometry
+        hf.restore(model)
+
+
+# The compat modes by the get_rope_index signature of their releases (docs/guides/compat.md).
+SIGNATURE_FAMILIES = [("hf-4.49", "hf-4.52"), ("hf-5.2",), ("hf-5.3-5.5.3", "hf-5.5.4", "hf-5.6", "hf-5.18")]
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_compat_mode_whose_signature_the_release_does_not_call_is_refused(model_type):
+    # apply(compat="hf-4.49") under transformers 5.24 was accepted, and every forward then
+    # raised a TypeError about mm_token_type_ids.
+    model = make_model(model_type)
+    inputs = inputs_for(model_type, "image")
+    want = forward_logits(model, hf_kwargs(model, inputs))
+    family = next(f for f in SIGNATURE_FAMILIES if hf.installed_compat() in f)
+    for mode in hf.COMPAT_MODES:
+        if mode in family:
+            hf.apply(model, "mrope", compat=mode)  # the release calls it: every forward runs
+            logits = forward_logits(model, inputs)
+            if mode == hf.installed_compat() and not FUSED:
+                assert torch.equal(logits, want)
+            hf.restore(model)
+            continue
+        with pytest.raises(ValueError, match=rf"^compat '{mode}': its get_rope_index takes \(input_ids, .*\), but "
+                                             rf"transformers {re.escape(transformers.__version__)} calls "
+                                             r"get_rope_index\(input_ids, .*\), so every forward would fail: use "
+                                             rf"compat=None \(the installed release's mode\) or one of "
+                                             rf"{re.escape(', '.join(family))}$"):
+            hf.apply(model, "circle", compat=mode)
+        assert hf.geometry(model) is None and "forward" not in vars(model)
+    assert torch.equal(forward_logits(model, hf_kwargs(model, inputs)), want)
+
+
+def test_pack_takes_one_row_per_sample():
+    # input_ids [2, 3] packed its second row as a continuation of the first.
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    with pytest.raises(ValueError, match=r"sample 0 input_ids has shape \[2, 3\]: a sample is one row, \[S\] or \[1, "
+                                         r"S\]"):
+        hf.pack(model, [{"input_ids": torch.tensor([[5, 6, 7], [8, 9, 10]])}])
+    with pytest.raises(ValueError, match=r"sample 1 input_ids has shape \[1, 1, 3\]"):
+        hf.pack(model, [{"input_ids": torch.tensor([5, 6])}, {"input_ids": torch.tensor([[[5, 6, 7]]])}])
+    flat = hf.pack(model, [{"input_ids": torch.tensor([5, 6, 7, 8, 9, 10])}])
+    row = hf.pack(model, [{"input_ids": torch.tensor([[5, 6, 7, 8, 9, 10]])}])
+    assert torch.equal(flat["circlerope_positions"], row["circlerope_positions"])
+    with pytest.raises(ValueError, match=r"sample 0 labels has shape \[2, 3\]: one label per token, \[6\] or \[1, 6\]"):
+        hf.pack(model, [{"input_ids": torch.tensor([5, 6, 7, 8, 9, 10]), "labels": torch.zeros(2, 3, dtype=torch.int64)}])
+    # the packed row is one call: its tokens in all are refused past the limit, before positions
+    limit = circlerope._checks.MAX_TOKENS
+    with pytest.raises(ValueError, match=rf"samples 0..1 hold {limit + 1} tokens, more than {limit} in one packed row"):
+        hf.pack(model, [{"input_ids": torch.tensor([5, 6, 7])},
+                        {"input_ids": torch.full((1,), 5, dtype=torch.int64).expand(limit - 2)}])
+    for labels in (torch.zeros(6, dtype=torch.int64), torch.zeros(1, 6, dtype=torch.int64)):
+        assert hf.pack(model, [{"input_ids": torch.tensor([5, 6, 7, 8, 9, 10]), "labels": labels}])["labels"].shape == (
+            1, 6)
+
+
+def test_meta_and_sparse_tensors_to_a_switched_forward_are_value_errors_naming_them():
+    # A meta or sparse circlerope_positions gave torch's NotImplementedError ("Cannot copy out
+    # of meta tensor", "Cannot access storage of SparseTensorImpl").
+    model = make_model("qwen2_5_vl")
+    hf.apply(model, "circle")
+    packed = on_device(hf.pack(model, [{"input_ids": torch.tensor([5, 6, 7])}]))
+    ids = packed["input_ids"]
+    kwargs = {k: v for k, v in packed.items() if k not in ("circlerope_positions", "input_ids")}
+    with torch.no_grad():
+        for odd, kind in ((lambda t: t.to("meta"), "meta tensor"), (lambda t: t.cpu().to_sparse(), "sparse_coo")):
+            for name, call in [
+                    ("circlerope_positions", lambda: model(input_ids=ids, circlerope_positions=odd(
+                        packed["circlerope_positions"]), **kwargs)),
+                    ("input_ids", lambda: model(input_ids=odd(ids))),
+                    ("attention_mask", lambda: model(input_ids=ids, attention_mask=odd(torch.ones_like(ids)))),
+                    ("position_ids", lambda: model(input_ids=ids, position_ids=odd(torch.arange(3)[None])))]:
+                with pytest.raises(ValueError, match=rf"^{name} is a .*{kind}"):
+                    call()
+
+
+def test_a_saved_geometry_is_read_strictly_and_a_plan_without_circle_reopens(tmp_path):
+    # "official_decode": "false" turned official decoding on; an AGE plan without Circle-RoPE
+    # (saved with scheme "mrope") could not be reopened: "scheme='mrope' with age=...".
+    model = make_model("qwen2_5_vl")
+    inputs = request(("image",))
+    for saved, match in (({"scheme": "circle", "official_decode": "false"}, r"\['official_decode'\]"),
+                         ({"scheme": "circle", "circle": []}, r"\['circle'\] = \[\]"),
+                         ({"scheme": "circle", "circel": {"radius": 3}}, r"\['circel'\]: not a key")):
+        model.config.circlerope = saved
+        with pytest.raises(ValueError, match=r"config\.circlerope" + match):
+            hf.apply(model)
+        assert hf.geometry(model) is None and "forward" not in vars(model)
+    model.config.circlerope = None
+    hf.apply(model, age="MV")
+    assert model.config.circlerope["scheme"] == "mrope" and model.config.circlerope["age"] == "MVMV"
+    want = forward_logits(model, inputs)
+    model.save_pretrained(tmp_path)
+    again = reopen(tmp_path)
+    assert hf.geometry(again)["age"] == "MVMV" and hf.geometry(again)["schemes"] == ["mrope", "vanilla"]
+    assert_near(forward_logits(again, inputs), want, 0, ulps=0)
