@@ -52,6 +52,16 @@ class AgePlan:
     def __repr__(self) -> str:
         return f"AgePlan({self.spec!r}, layers={len(self)}: {self.pattern})"
 
+    def __eq__(self, other) -> bool:
+        """Two plans are equal when every layer has the same geometry: AgePlan("alternate", 4)
+        equals AgePlan("CMCM", 4) (their spellings differ, their layers do not)."""
+        if not isinstance(other, AgePlan):
+            return NotImplemented
+        return [self.layer_scheme(i) for i in range(len(self))] == [other.layer_scheme(i) for i in range(len(other))]
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.layer_scheme(i) for i in range(len(self))))
+
 
 class RotaryAngles:
     """Positions and angle tables of one forward pass under an AGE plan: one table per

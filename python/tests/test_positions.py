@@ -181,6 +181,14 @@ def test_age_plans_use_the_references_numbering():
     assert [plan.layer_scheme(l) for l in range(3)] == ["circle", "mrope", "vanilla"]
 
 
+def test_age_plans_are_equal_when_their_layers_are():
+    assert circlerope.AgePlan("alternate", 4) == circlerope.AgePlan("CMCM", 4)
+    assert hash(circlerope.AgePlan("alternate", 4)) == hash(circlerope.AgePlan("CM", 4))
+    assert circlerope.AgePlan("alternate", 4) != circlerope.AgePlan("alternate", 6)
+    assert circlerope.AgePlan("CM", 4) != circlerope.AgePlan("MC", 4)
+    assert circlerope.AgePlan("all", 2) != "all"
+
+
 def test_rotary_embedding_builds_one_table_per_geometry_and_decodes_per_geometry():
     ids = torch.tensor([[5, 6, START] + [IMAGE] * 6 + [END, 7]])
     grid = torch.tensor([[1, 4, 6]])
