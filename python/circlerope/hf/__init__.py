@@ -30,6 +30,7 @@ The modules, each depending only on those before it (and on circlerope's own):
     compat      compat modes and transformers releases, their configs, rope_index_fn
     rotation    rotary_cos_sin, apply_multimodal_rotary_pos_emb
     official    the authors' circle_rope config
+    registry    the model types of saved switched models, registered with transformers
     model       apply, restore, geometry, pack, from_pretrained
 
 Errors follow circlerope's rule: TypeError for an argument of a type the parameter does not take,
@@ -41,6 +42,11 @@ from .compat import compat_for_version, installed_compat, rope_index_fn, rotary_
 from .model import CONFIG_KEY, apply, from_pretrained, geometry, pack, restore
 from .official import from_official_config, to_official_config
 from .rotation import apply_multimodal_rotary_pos_emb, rotary_cos_sin
+from . import registry as _registry
+
+# Checkpoints saved from switched models have their own model types ("qwen2_5_vl_circlerope"):
+# registered with transformers' Auto classes here (circlerope.hf.registry), where transformers is.
+_registry.register()
 
 __all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index_fn", "rotary_config",
            "rotary_cos_sin", "apply_multimodal_rotary_pos_emb", "apply", "restore", "geometry", "pack",

@@ -74,6 +74,7 @@ from ..age import AgePlan
 from ..config import CircleConfig, RotaryConfig, VisionConfig
 from ..positions import COMPAT_MODES, get_rope_index
 from . import compat as hf_compat
+from . import registry as hf_registry
 from .official import from_official_config
 
 # rotary_table and apply_rotary are looked up on circlerope.rotary at each call, so that a spy (or
@@ -965,6 +966,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         if getattr(obj, "rope_deltas", None) is not None:
             _set(switch, obj, "rope_deltas", None)
     _set(switch, config, CONFIG_KEY, switch.describe())
+    hf_registry.mark_config(switch.undo, config)  # save_pretrained writes the circlerope model type
     if rotation == "fused":
         switch.fused = _FusedRotation.acquire(model, fused_rotary, namespace, function)
     object.__setattr__(model, _ATTR, switch)
@@ -1007,8 +1009,13 @@ def from_pretrained(model_class, path, *, rotation: str = "transformers", **kwar
         raise TypeError(f"model_class must be a transformers model class (with from_pretrained) (got "
                         f"{shown(model_class)})")
     rotation = _check_rotation(rotation)
-    model = model_class.from_pretrained(path, **kwargs)
-    if getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
+    # A checkpoint of a switched model (model_type "<base>_circlerope") loads through the base
+    # class's circlerope subclass, which switches what it builds (circlerope.hf.registry).
+    model = hf_registry.loading_class(model_class, path, kwargs).from_pretrained(path, **kwargs)
+    if getattr(model, _ATTR, None) is not None:
+        if rotation != "transformers":
+            apply(restore(model), rotation=rotation)
+    elif getattr(model.config, CONFIG_KEY, None) is not None or getattr(model.config, "circle_rope", None) is not None:
         apply(model, rotation=rotation)
     elif rotation != "transformers":
         raise ValueError(f"rotation={shown(rotation)}: the config at {shown(str(path))} names no circlerope "
