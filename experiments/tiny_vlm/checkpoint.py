@@ -19,7 +19,7 @@ import os
 from typing import Tuple
 
 from . import data, limits
-from .arms import Arm
+from .arms import Arm, check_scale
 from .files import expect_keys, load_tensors, read_json
 from .limits import InputError, check_int, check_name, check_number, check_pair, shown
 from .model import ATTENTION, ModelConfig
@@ -28,6 +28,10 @@ from .train import RunConfig, build_model
 MAX_RUN_JSON = 1 << 20          # bytes; a run's run.json is ~8 kB
 MAX_SPLITS = 256                # evaluated splits of one run (full: 10)
 FREQUENCY_LAYOUTS = ("chunked", "interleaved")
+# Keys a run.json may lack, at their defaults: those of settings added after runs were kept
+# (docs/experiment/full/checkpoints/ predate them).
+LATER_ARM_KEYS = ("scale", "patch_positions")
+LATER_LAYOUT_KEYS = ("gap_range",)
 
 def _fields(cls) -> Tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
@@ -69,6 +73,14 @@ def check_layout(layout, where: str) -> None:
     gap = check_int(at("gap"), layout.gap, "gap")
     if gap > filler[0]:
         raise InputError(f"{at('gap')} {gap}: more than the {filler[0]} filler tokens of {at('filler')}")
+    gap_range = check_pair(at("gap_range"), layout.gap_range, "gap")
+    if tuple(gap_range) != (0, 0):
+        if gap:
+            raise InputError(f"{at('gap_range')} {list(gap_range)}: a layout has a gap or a gap range, not both "
+                             f"({at('gap')} {gap})")
+        if gap_range[0] > filler[0]:
+            raise InputError(f"{at('gap_range')} {list(gap_range)}: lo is more than the {filler[0]} filler tokens "
+                             f"of {at('filler')}")
     if first and questions != 1:
         raise InputError(f"{at('questions')} {questions}: a question-first sequence holds one question")
     limits.check_objects(at("objects"), objects, grids, mix)
@@ -92,6 +104,7 @@ def check_run(cfg: RunConfig, where: str) -> None:
         raise InputError(f"{at('arm.alpha')} must be a number, got {shown(arm.alpha)}")
     if arm.frequency_layout not in FREQUENCY_LAYOUTS:
         raise InputError(f"{at('arm.frequency_layout')} must be chunked or interleaved, got {shown(arm.frequency_layout)}")
+    _bool(at("arm.patch_positions"), arm.patch_positions)
     m = cfg.model
     layers = check_int(at("model.layers"), m.layers, "layers")
     width = check_int(at("model.width"), m.width, "width")
@@ -111,6 +124,10 @@ def check_run(cfg: RunConfig, where: str) -> None:
             make()
         except (TypeError, ValueError, OverflowError) as e:   # the library's own checks, one line
             raise InputError(f"{at(key)}: {limits.one_line(e)}") from None
+    try:
+        check_scale(arm, layers)
+    except ValueError as e:
+        raise InputError(f"{at('arm.scale')}: {limits.one_line(e)}") from None
     check_int(at("seed"), cfg.seed, "seed")
     check_int(at("steps"), cfg.steps, "steps")
     batch = check_int(at("batch"), cfg.batch, "batch")
@@ -147,13 +164,15 @@ def config_from_json(d, where: str) -> RunConfig:
     def at(key: str) -> str:
         return f"{where}.{key}"
     d = expect_keys(where, d, _fields(RunConfig))
-    arm = expect_keys(at("arm"), d["arm"], _fields(Arm), aliases={"layout": "frequency_layout"})
+    arm = expect_keys(at("arm"), d["arm"], [f for f in _fields(Arm) if f not in LATER_ARM_KEYS], LATER_ARM_KEYS,
+                      aliases={"layout": "frequency_layout"})
     model = expect_keys(at("model"), d["model"], _fields(ModelConfig))
     model["sections"] = _list(at("model.sections"), model["sections"])
 
     def layout(name: str, x) -> data.Layout:
-        x = expect_keys(at(name), x, _fields(data.Layout))
-        for key in ("filler", "objects", "mix"):
+        x = expect_keys(at(name), x, [f for f in _fields(data.Layout) if f not in LATER_LAYOUT_KEYS],
+                        LATER_LAYOUT_KEYS)
+        for key in ("filler", "objects", "mix") + tuple(k for k in LATER_LAYOUT_KEYS if k in x):
             x[key] = _list(at(f"{name}.{key}"), x[key])
         x["grids"] = tuple(_list(at(f"{name}.grids"), g) for g in _list(at(f"{name}.grids"), x["grids"]))
         return data.Layout(**x)

@@ -22,7 +22,9 @@ sequence, and the model learned to copy those answers instead of looking at the 
 A layout draws f filler words (`Layout.filler`) and puts the last `Layout.gap` of them between
 the image and the questions: for the same draws, gap k keeps the sequence length and moves every
 question k tokens further from the image (k(1,1,1) in every geometry, as text positions advance
-by one on every axis). Training has no gap.
+by one on every axis). A layout with a gap range (`Layout.gap_range` lo, hi; (0, 0): none) draws
+the gap instead, uniformly from lo .. min(hi, f): per sequence, or, for a training batch
+(`make_examples(one_shape=True)`), once per batch with its grid and filler length.
 
 Question types (the words summed into the question token; answers in brackets):
 
@@ -390,15 +392,28 @@ class Layout:
     objects: Tuple[int, int] = (3, 8)
     mix: Tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)  # weights of QUESTION_TYPES
     gap: int = 0                                 # of the filler tokens, how many sit between the image and the questions
+    gap_range: Tuple[int, int] = (0, 0)          # the gap drawn from lo .. min(hi, filler drawn); (0, 0): none
 
     def key(self) -> str:
         """What the sequences are drawn from: every field but the name and the gap. Evaluation
         data are drawn from the stream of this key, so splits that differ only in their gap hold
-        the same sequences, and a split is regenerated from its parameters alone."""
+        the same sequences, and a split is regenerated from its parameters alone. A gap range
+        changes the draws, so it is part of the key (when it is not (0, 0), so that the layouts
+        without one keep their keys and their data)."""
         grids = ",".join(f"{h}x{w}" for h, w in self.grids)
         mix = ",".join(f"{m:g}" for m in self.mix)
+        drawn = f"/gaps={self.gap_range[0]}-{self.gap_range[1]}" if tuple(self.gap_range) != (0, 0) else ""
         return (f"grids={grids}/filler={self.filler[0]}-{self.filler[1]}/questions={self.questions}/"
-                f"first={int(self.question_first)}/objects={self.objects[0]}-{self.objects[1]}/mix={mix}")
+                f"first={int(self.question_first)}/objects={self.objects[0]}-{self.objects[1]}/mix={mix}" + drawn)
+
+    def draw_gap(self, rng: random.Random, fillers: int) -> int:
+        """The gap of a sequence of `fillers` filler tokens: Layout.gap, or, with a gap range
+        (lo, hi), uniform over lo .. min(hi, fillers) (lo is at most the layout's fewest
+        fillers: checkpoint.check_layout)."""
+        lo, hi = self.gap_range
+        if (lo, hi) == (0, 0):
+            return self.gap
+        return rng.randint(lo, max(lo, min(hi, fillers)))
 
 
 @dataclasses.dataclass
@@ -441,10 +456,11 @@ def make_example(rng: random.Random, layout: Layout) -> Example:
             qs.append(q)
     rng.shuffle(qs)
     fillers = [FILLER0 + rng.randrange(N_FILLER) for _ in range(rng.randint(*layout.filler))]
-    if len(fillers) < layout.gap:
-        raise ValueError(f"layout {layout.name}: gap {layout.gap} is more than the {len(fillers)} filler tokens drawn "
+    gap = layout.draw_gap(rng, len(fillers))
+    if len(fillers) < gap:
+        raise ValueError(f"layout {layout.name}: gap {gap} is more than the {len(fillers)} filler tokens drawn "
                          f"(filler {layout.filler[0]}-{layout.filler[1]})")
-    before, after = fillers[:len(fillers) - layout.gap], fillers[len(fillers) - layout.gap:]
+    before, after = fillers[:len(fillers) - gap], fillers[len(fillers) - gap:]
     feats = [_pad((BOS,))] + [_pad((t,)) for t in before]
     ask: List[int] = []
     if layout.question_first:
@@ -474,12 +490,15 @@ def make_examples(seed: int, stream: str, step: int, indices: Sequence[int], lay
                   one_shape: bool = False) -> List[Example]:
     """Examples `indices` of batch `step`. one_shape: the whole batch (every shard of it) shares
     one grid and one filler length drawn from (seed, stream, step), so that its sequences have
-    one length and no padding (each example's grid and filler length keep their distribution)."""
+    one length and no padding (each example's grid and filler length keep their distribution);
+    and, with a gap range, one gap, drawn after them from the same generator (a layout without
+    one draws nothing more, so its batches are those it always had)."""
     if one_shape:
         rng = random.Random(f"{seed}/{stream}/{step}/grid")
         grid = rng.choice(layout.grids)
         filler = rng.randint(*layout.filler)
-        layout = dataclasses.replace(layout, grids=(grid,), filler=(filler, filler))
+        gap = layout.draw_gap(rng, filler)
+        layout = dataclasses.replace(layout, grids=(grid,), filler=(filler, filler), gap=gap, gap_range=(0, 0))
     return [make_example(example_rng(seed, stream, step, i), layout) for i in indices]
 
 

@@ -38,7 +38,8 @@ def build_parser() -> Parser:
     p.add_argument("--split", help="start from this split of the run (default: train), then apply the options")
     p.add_argument("--grid", help="image grids in patches HxW, comma-separated (the model sees (H/merge)x(W/merge))")
     p.add_argument("--prefix", help="filler tokens per sequence, N or lo,hi (before the image, less the gap)")
-    p.add_argument("--gap", help="of those filler tokens, how many sit between the image and the questions")
+    p.add_argument("--gap", help="of those filler tokens, how many sit between the image and the questions "
+                   "(default: the split's; a run trained with drawn gaps draws them as it did)")
     p.add_argument("--questions", help="question types asked, comma-separated: neighbour,lookup,relation,count")
     p.add_argument("--per-sequence", help="questions per sequence")
     p.add_argument("--question-first", action="store_true", help="the question before the image (one a sequence)")
@@ -71,8 +72,8 @@ def resolve(argv: List[str]):
     if a.prefix:
         text = a.prefix if "," in a.prefix else f"{a.prefix},{a.prefix}"
         change["filler"] = parse_pair("prefix", text)
-    if a.gap:
-        change["gap"] = parse_int("gap", a.gap)
+    if a.gap:   # a fixed gap: a run trained with drawn gaps is evaluated at this one
+        change.update(gap=parse_int("gap", a.gap), gap_range=(0, 0))
     if a.questions:
         kinds = [k.strip() for k in a.questions.split(",")]
         unknown = [k for k in kinds if k not in data.QUESTION_TYPES]
@@ -147,7 +148,8 @@ def main(argv: List[str]) -> int:
     grids = ", ".join(f"{h}x{w}" for h, w in layout.grids)
     print(f"checkpoint {folder} ({saved['arm']}, seed {saved['seed']}, {saved['steps']} steps"
           + (", interrupted" if saved["interrupted"] else "") + ")")
-    print(f"split: grids {grids} cells, filler {layout.filler[0]}-{layout.filler[1]} (gap {layout.gap}), "
+    gap = f"gaps {layout.gap_range[0]}-{layout.gap_range[1]}" if tuple(layout.gap_range) != (0, 0) else f"gap {layout.gap}"
+    print(f"split: grids {grids} cells, filler {layout.filler[0]}-{layout.filler[1]} ({gap}), "
           f"{layout.questions} question(s) a sequence{', question first' if layout.question_first else ''}, "
           f"{seqs} sequences, seed {seed}" + (f"; the run's split '{name}'" if name else ""))
     print(f"{'type':10s} {'questions':>9s} {'accuracy':>8s} {'majority':>8s} {'content':>8s} {'recorded':>8s}")

@@ -6,7 +6,16 @@ Attention is causal for text and bidirectional inside an image: every patch sees
 of its image (as a vision encoder's output does), in every arm. So the only thing that tells
 patches apart is their rotary position, and under `unordered`, where every patch has the same
 one, the model is a function of the image's contents alone (tests: a permutation of the
-patches leaves its answers unchanged)."""
+patches leaves its answers unchanged).
+
+Patch positions (an arm's `patch_positions`, off unless an arm names it): each patch's input also
+gets a fixed 2-D sin-cos feature of its row and column inside the image (patch_position_table),
+the same in every arm that has it, as a real VLM's vision encoder gives its patch features their
+place before the language model sees them. It has no parameters, so an arm with it starts from the
+same weights as one without.
+
+An arm's `scale` (M-RoPE layers only) stretches the image block of the library's M-RoPE positions
+(geometry.scale_blocks)."""
 
 from __future__ import annotations
 
@@ -20,7 +29,7 @@ from torch import nn
 
 import circlerope
 
-from . import data
+from . import data, geometry
 from .arms import Arm
 
 
@@ -171,6 +180,27 @@ def circle_config(arm: Arm) -> circlerope.CircleConfig:
     return circlerope.CircleConfig(radius=arm.radius, alpha=arm.alpha)
 
 
+def sincos(positions: torch.Tensor, dims: int) -> torch.Tensor:
+    """[n, dims]: the sines then the cosines of positions x 10000^(-k / f), k = 0 .. f - 1,
+    f = dims // 2 (an odd dims ends with a 0): the 1-D half of ViT / MAE's 2-D sin-cos embedding."""
+    f = dims // 2
+    omega = 10000.0 ** (-torch.arange(f, dtype=torch.float64) / max(f, 1))
+    angle = positions.double()[:, None] * omega[None, :]
+    out = torch.cat([angle.sin(), angle.cos(), torch.zeros(len(positions), dims - 2 * f, dtype=torch.float64)], 1)
+    return out.float()
+
+
+def patch_position_table(width: int) -> torch.Tensor:
+    """[MAX_COORD, MAX_COORD, width]: the feature added to the patch at (row, column): the sin-cos
+    of the row in the first width // 2 dimensions and of the column in the rest (MAE's 2-D sin-cos
+    position embedding). Fixed; defined for every row and column the questions can name (0-15),
+    so unseen grids get the same function's values."""
+    coord = torch.arange(data.MAX_COORD)
+    rows, cols = sincos(coord, width // 2), sincos(coord, width - width // 2)
+    return torch.cat([rows[:, None, :].expand(-1, data.MAX_COORD, -1), cols[None, :, :].expand(data.MAX_COORD, -1, -1)],
+                     -1).contiguous()
+
+
 class TinyVLM(nn.Module):
     def __init__(self, cfg: ModelConfig, arm: Arm, attention_impl: str = "sdpa"):
         super().__init__()
@@ -182,6 +212,9 @@ class TinyVLM(nn.Module):
         self.plan = circlerope.AgePlan(arm.plan, cfg.layers)  # layer count always explicit
         self.rope = circlerope.RotaryEmbedding(self.plan, rotary=rotary_config(cfg, arm),
                                                circle=circle_config(arm), vision=vision_config(cfg))
+        # Not in the state_dict (a fixed table, no parameters): checkpoints keep their keys.
+        self.register_buffer("patch_table", patch_position_table(cfg.width) if arm.patch_positions else None,
+                             persistent=False)
         self._init()
 
     def _init(self) -> None:
@@ -208,6 +241,9 @@ class TinyVLM(nn.Module):
             short, deltas[scheme] = circlerope.get_rope_index(
                 batch.short_ids, batch.grid_thw, attention_mask=batch.short_mask, scheme=scheme,
                 circle=self.rope.circle, vision=self.rope.vision)
+            if scheme == "mrope":
+                short, deltas[scheme] = geometry.scale_blocks(short, deltas[scheme], batch.short_ids, batch.short_mask,
+                                                              data.IMG, self.arm.scale)
             positions[scheme] = short.gather(2, index)
         return circlerope.RotaryAngles(self.plan, self.rope.rotary, positions, deltas)
 
@@ -222,10 +258,17 @@ class TinyVLM(nn.Module):
         # Each position is a sum of embeddings (a patch: OBJECT + colour + shape, or EMPTY; a
         # question: its words); PAD's row is 0.
         x = self.embed(batch.feats).sum(2)
+        if self.patch_table is not None:
+            x = x + self.patch_features(batch.patch_rc)
         mask = batch.mask
         for layer, block in enumerate(self.blocks):
             x = block(x, layer, rotate, mask, self.attend, record)
         return self.norm(x)
+
+    def patch_features(self, patch_rc: torch.Tensor) -> torch.Tensor:
+        """[B, S, width]: patch_position_table at each patch's (row, column), 0 elsewhere."""
+        rc = patch_rc.clamp(min=0)
+        return self.patch_table[rc[..., 0], rc[..., 1]] * (patch_rc[..., :1] >= 0)
 
     def answer_logits(self, batch, **kw) -> torch.Tensor:
         """Logits at the ASK positions only, [n_answers, vocab] (tied embeddings)."""
@@ -254,6 +297,7 @@ class Batch:
     ask_flat: torch.Tensor       # [n] flat index b * S + s of every ASK token
     targets: torch.Tensor        # [n] answer tokens
     examples: List[data.Example]
+    patch_rc: torch.Tensor = None  # [B, S, 2] each patch's (row, column) in its image, -1 elsewhere
 
     @property
     def tokens(self) -> int:
@@ -302,7 +346,11 @@ def unpack(packed: Dict[str, torch.Tensor], merge: int, examples: Sequence[data.
     targets = packed["targets"].long()[real]
     grid_thw = torch.cat([torch.ones(b, 1, dtype=torch.long), grid * merge], dim=1)
     mask = sequence_mask(length, prefix, image_start, grid[:, 0] * grid[:, 1], s)
-    return Batch(feats, short_ids, short_mask, index, attention_mask, mask, grid_thw, ask_flat, targets, list(examples))
+    j = pos[None, :] - image_start[:, None] - 1                       # raster index inside the image
+    inside = (j >= 0) & (j < grid[:, :1] * grid[:, 1:])
+    patch_rc = torch.where(inside[..., None], torch.stack([j // grid[:, 1:], j % grid[:, 1:]], -1), -1)
+    return Batch(feats, short_ids, short_mask, index, attention_mask, mask, grid_thw, ask_flat, targets, list(examples),
+                 patch_rc)
 
 
 def collate(examples: Sequence[data.Example], merge: int) -> Batch:

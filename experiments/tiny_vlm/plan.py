@@ -31,6 +31,17 @@ PRESETS: Dict[str, dict] = {
                  secondary_arms="vanilla,unordered", secondary_seeds=2,
                  steps=1400, batch=32, lr=3e-3, questions=12, train_grids="8x8,8x12,12x12",
                  eval_grids="10x10,12x16,16x16", eval_seqs=384, curve_every=100, content_samples=256),
+    # v3 (docs/experiment.md, "The v3 design"): questions at gaps 0-12 from the image in training,
+    # the arms that separate a ring's spread from its equidistance, patch positions on for one
+    # pair; the declared contrasts P1-P5 (report.DESIGNS["v3"]) on 12 fresh seeds, 13-24 (seed 99
+    # served the pilot that measured the cost). 8 arms x 12 seeds = 96 runs of 1,100 steps.
+    "v3": dict(arms="mrope,circle,mrope-interleaved,circle-interleaved,circle-small,mrope-spread,mrope-patchpos,"
+                    "circle-patchpos",
+               seeds=",".join(str(s) for s in range(13, 25)), secondary_arms="", secondary_seeds=0,
+               steps=1100, batch=32, lr=3e-3, questions=12, train_grids="8x8,8x12,12x12",
+               eval_grids="12x10,8x16,16x8,16x16", eval_seqs=384, curve_every=100, content_samples=256,
+               train_gaps="0,12", gaps="0,4,8,12", gap_filler="12,16", unseen_gap=20, unseen_gap_filler="20,24",
+               extra_splits="", design="v3"),
     # For tests and smoke runs: seconds, not minutes.
     "micro": dict(arms="mrope,circle", seeds=1, secondary_arms="", secondary_seeds=0, steps=4, batch=8, lr=3e-3,
                   questions=4, train_grids="8x8,8x12", eval_grids="12x12", eval_seqs=8, curve_every=2,
@@ -38,7 +49,11 @@ PRESETS: Dict[str, dict] = {
 }
 DEFAULTS = dict(layers=4, width=64, heads=2, mlp=128, theta=1e4, sections="4,6,6", merge=2,
                 filler="0,16", long_prefix="64,128", gaps="0,4,8", gap_filler="8,16", objects="3,8",
-                curriculum=0, warmup=30, workers=0, threads=1, attention="sdpa", mix="1,1,1,1", probe_seqs=64)
+                curriculum=0, warmup=30, workers=0, threads=1, attention="sdpa", mix="1,1,1,1", probe_seqs=64,
+                train_gaps="0,0", unseen_gap=0, unseen_gap_filler="20,24",
+                extra_splits="unseen-length,question-before-image", design="v2")
+EXTRA_SPLITS = ("unseen-length", "question-before-image")
+DESIGNS = ("v2", "v3")   # which declared contrasts the report tests (report.DESIGNS)
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,11 +64,11 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> Parser:
     p = Parser(prog="tiny_vlm", description="Train a tiny vision-language model with each rotary geometry "
                "(docs/experiment.md).")
-    p.add_argument("preset", nargs="?", default="quick", help="quick (<= 10 min), full (<= 90 min) or micro; "
+    p.add_argument("preset", nargs="?", default="quick", help="quick (<= 10 min), full or v3 (<= 90 min), or micro; "
                    "or 'eval --checkpoint DIR ...' to evaluate a saved run (python -m tiny_vlm eval --help)")
     p.add_argument("--out", help="output folder (default results/<preset>/)")
     p.add_argument("--arms", help="comma-separated primary arms, or 'all' (see tiny_vlm/arms.py)")
-    p.add_argument("--seeds", help="number of seeds (0..N-1), or a list such as 3,7")
+    p.add_argument("--seeds", help="number of seeds (0..N-1), or a list such as 3,7 (one seed: 99,)")
     p.add_argument("--secondary-arms", help="arms run on fewer seeds (shown, not in the declared contrasts); "
                    "'' for none")
     p.add_argument("--secondary-seeds", help="how many of the seeds (the first ones) the secondary arms get")
@@ -70,10 +85,18 @@ def build_parser() -> Parser:
     p.add_argument("--merge", help="spatial_merge_size (patches per cell side)")
     p.add_argument("--objects", help="objects per image, lo,hi")
     p.add_argument("--filler", help="filler tokens before the image in training, lo,hi")
+    p.add_argument("--train-gaps", help="training: of the filler tokens, how many sit between the image and the "
+                   "questions, drawn per batch from lo..min(hi, the batch's filler tokens); 0,0: none")
     p.add_argument("--long-prefix", help="filler tokens before the image in the unseen-length split, lo,hi")
     p.add_argument("--gaps", help="the gap splits: filler tokens moved from before the image to between it and "
                    "the questions, comma-separated (0, the control, is always added)")
     p.add_argument("--gap-filler", help="filler tokens of the gap splits' sequences, lo,hi (lo >= the largest gap)")
+    p.add_argument("--unseen-gap", help="a gap beyond --train-gaps: the splits unseen-gap-K and unseen-gap-0 (the "
+                   "same sequences, every filler token before the image); 0: none")
+    p.add_argument("--unseen-gap-filler", help="filler tokens of the unseen-gap splits' sequences, lo,hi "
+                   "(lo >= --unseen-gap)")
+    p.add_argument("--extra-splits", help="comma-separated, of unseen-length,question-before-image; '' for none")
+    p.add_argument("--design", help="the declared contrasts the report tests: v2 (C1-C5) or v3 (P1-P5)")
     p.add_argument("--eval-seqs", help="evaluation sequences per split")
     p.add_argument("--content-samples", help="placements per sequence of the content-only baseline")
     p.add_argument("--probe-seqs", help="sequences of the attention measure (probe.py)")
@@ -93,7 +116,8 @@ def build_parser() -> Parser:
 
 # A flag's range in limits.INTS / NUMBERS, where its name is not the flag's own.
 RANGE_OF = {"eval-seqs": "sequences", "long-prefix": "filler", "gap-filler": "filler", "prefix": "filler",
-            "gaps": "gap", "per-sequence": "questions", "seqs": "sequences"}
+            "gaps": "gap", "per-sequence": "questions", "seqs": "sequences", "train-gaps": "gap",
+            "unseen-gap": "gap", "unseen-gap-filler": "filler"}
 
 
 def parse_int(flag: str, text, high: Optional[int] = None) -> int:
@@ -185,9 +209,10 @@ def resolve(argv: List[str]) -> Plan:
     if both:
         raise InputError(f"--secondary-arms: {', '.join(sorted(both))} is also a primary arm")
     seeds_text = str(o["seeds"])
-    if "," in seeds_text:
-        limits.check_int("--seeds: the number of seeds", seeds_text.count(",") + 1, "seeds")
-        seeds = [limits.parse_int("--seeds", s, "seed") for s in seeds_text.split(",")]
+    if "," in seeds_text:   # a list; one seed is written with a comma after it: 99,
+        listed = seeds_text[:-1] if seeds_text.endswith(",") and seeds_text.count(",") == 1 else seeds_text
+        limits.check_int("--seeds: the number of seeds", listed.count(",") + 1, "seeds")
+        seeds = [limits.parse_int("--seeds", s, "seed") for s in listed.split(",")]
     else:
         seeds = list(range(parse_int("seeds", seeds_text)))
     if len(set(seeds)) != len(seeds):
@@ -216,21 +241,48 @@ def resolve(argv: List[str]) -> Plan:
         raise InputError(f"--gap-filler {o['gap_filler']}: fewer than {gaps[-1]} filler tokens cannot move "
                          f"{gaps[-1]} of them (--gaps {o['gaps']})")
     limits.check_relation_grids("", train_grids + eval_grids, mix)
-    train_layout = data.Layout("train", train_grids, filler=filler, questions=questions, objects=objects, mix=mix)
+    train_gaps = parse_pair("train-gaps", o["train_gaps"])
+    if train_gaps[0] > filler[0]:
+        raise InputError(f"--train-gaps {o['train_gaps']}: lo is more than the {filler[0]} filler tokens of "
+                         f"--filler {o['filler']}")
+    unseen_gap = parse_int("unseen-gap", o["unseen_gap"])
+    unseen_filler = parse_pair("unseen-gap-filler", o["unseen_gap_filler"])
+    if unseen_gap and unseen_gap <= train_gaps[1]:
+        raise InputError(f"--unseen-gap {unseen_gap}: a gap that training draws (--train-gaps {o['train_gaps']})")
+    if unseen_gap and unseen_filler[0] < unseen_gap:
+        raise InputError(f"--unseen-gap-filler {o['unseen_gap_filler']}: fewer than {unseen_gap} filler tokens "
+                         f"cannot move {unseen_gap} of them (--unseen-gap {unseen_gap})")
+    extra = [x.strip() for x in str(o["extra_splits"]).split(",") if x.strip()]
+    if any(x not in EXTRA_SPLITS for x in extra) or len(set(extra)) != len(extra):
+        raise InputError(f"--extra-splits {limits.shown(str(o['extra_splits']))}: expected some of "
+                         f"{','.join(EXTRA_SPLITS)}, each once, or ''")
+    design = str(o["design"])
+    if design not in DESIGNS:
+        raise InputError(f"--design {limits.shown(design)} (expected {' or '.join(DESIGNS)})")
+    train_layout = data.Layout("train", train_grids, filler=filler, questions=questions, objects=objects, mix=mix,
+                               gap_range=train_gaps)
     evals = {"train": train_layout}
     for k in gaps:
-        evals[f"gap-{k}"] = dataclasses.replace(train_layout, name=f"gap-{k}", filler=gap_filler, gap=k)
+        evals[f"gap-{k}"] = dataclasses.replace(train_layout, name=f"gap-{k}", filler=gap_filler, gap=k,
+                                                gap_range=(0, 0))
+    if unseen_gap:
+        for k in (0, unseen_gap):
+            evals[f"unseen-gap-{k}"] = dataclasses.replace(train_layout, name=f"unseen-gap-{k}", filler=unseen_filler,
+                                                           gap=k, gap_range=(0, 0))
     for g in eval_grids:
         if g not in train_grids:
             evals[f"grid-{g[0]}x{g[1]}"] = dataclasses.replace(train_layout, name=f"grid-{g[0]}x{g[1]}", grids=(g,))
-    evals["unseen-length"] = dataclasses.replace(train_layout, name="unseen-length", filler=long_prefix)
-    evals["question-before-image"] = dataclasses.replace(train_layout, name="question-before-image", questions=1,
-                                                         question_first=True)
+    if "unseen-length" in extra:
+        evals["unseen-length"] = dataclasses.replace(train_layout, name="unseen-length", filler=long_prefix)
+    if "question-before-image" in extra:
+        evals["question-before-image"] = dataclasses.replace(train_layout, name="question-before-image",
+                                                             questions=1, question_first=True)
     import circlerope
     for arm in arm_list + secondary:  # the library validates plans, radii and alphas
         try:
             circlerope.AgePlan(arm.plan, layers)
             circlerope.CircleConfig(radius=arm.radius, alpha=arm.alpha)
+            arms_mod.check_scale(arm, layers)
         except (TypeError, ValueError) as e:
             raise InputError(f"arm {limits.shown(arm.name)}: {limits.one_line(e)}") from None
     try:

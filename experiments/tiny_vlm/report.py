@@ -35,6 +35,7 @@ class Contrast:
     outcome: str             # see outcome()
 
 
+# v2: the design of issue 20, declared before the `full` run (docs/experiment/full/).
 DECLARED = (
     Contrast("C1", "Circle-RoPE vs M-RoPE, chunked frequencies", ("circle",), ("mrope",), "spatial"),
     Contrast("C2", "Circle-RoPE vs M-RoPE, interleaved frequencies", ("circle-interleaved",), ("mrope-interleaved",),
@@ -46,11 +47,71 @@ DECLARED = (
     Contrast("C5", "Circle-RoPE vs M-RoPE when the image moves away (the claim)", ("circle", "circle-interleaved"),
              ("mrope", "mrope-interleaved"), "count-gap-shift"),
 )
+# v3: declared in docs/experiment.md ("The v3 design") before any seed of it was run. P1-P4 as
+# the design words them; P5 repeats P1, P2 and P3 for the chunked pair with patch positions on
+# (the budget has no room for the interleaved pair and P4 with them: docs/experiment.md, "Cost").
+LONG_SIDE = ("grid-4x8", "grid-8x4")   # longer side 8 > training's 6, fewer cells (32) than 6x6
+TRAINED_SIDE = ("grid-6x5",)          # longer side 6, as in training; 30 cells
+DECLARED_V3 = (
+    Contrast("P1a", "Circle-RoPE vs M-RoPE at the trained gaps, chunked", ("circle",), ("mrope",), "spatial-gaps"),
+    Contrast("P1b", "Circle-RoPE vs M-RoPE at the trained gaps, interleaved", ("circle-interleaved",),
+             ("mrope-interleaved",), "spatial-gaps"),
+    Contrast("P2a", "Circle-RoPE vs M-RoPE at the unseen gap, chunked: spatial", ("circle",), ("mrope",),
+             "spatial-unseen-gap"),
+    Contrast("P2b", "Circle-RoPE vs M-RoPE at the unseen gap, chunked: count", ("circle",), ("mrope",),
+             "count-unseen-gap"),
+    Contrast("P2c", "Circle-RoPE vs M-RoPE at the unseen gap, interleaved: spatial", ("circle-interleaved",),
+             ("mrope-interleaved",), "spatial-unseen-gap"),
+    Contrast("P2d", "Circle-RoPE vs M-RoPE at the unseen gap, interleaved: count", ("circle-interleaved",),
+             ("mrope-interleaved",), "count-unseen-gap"),
+    Contrast("P3a", "Circle-RoPE vs M-RoPE, count on a longer side than trained, chunked", ("circle",), ("mrope",),
+             "count-long-side"),
+    Contrast("P3b", "Circle-RoPE vs M-RoPE, count on a longer side than trained, interleaved",
+             ("circle-interleaved",), ("mrope-interleaved",), "count-long-side"),
+    Contrast("P4a", "small ring vs the paper's ring (spread, both PTD 0): trained gaps", ("circle-small",),
+             ("circle",), "spatial-gaps"),
+    Contrast("P4b", "small ring vs the paper's ring: unseen gap, spatial", ("circle-small",), ("circle",),
+             "spatial-unseen-gap"),
+    Contrast("P4c", "small ring vs the paper's ring: unseen gap, count", ("circle-small",), ("circle",),
+             "count-unseen-gap"),
+    Contrast("P4d", "spread M-RoPE vs M-RoPE (spread, both not equidistant): trained gaps", ("mrope-spread",),
+             ("mrope",), "spatial-gaps"),
+    Contrast("P4e", "spread M-RoPE vs M-RoPE: unseen gap, spatial", ("mrope-spread",), ("mrope",),
+             "spatial-unseen-gap"),
+    Contrast("P4f", "spread M-RoPE vs M-RoPE: unseen gap, count", ("mrope-spread",), ("mrope",), "count-unseen-gap"),
+    Contrast("P5a", "P1a with patch positions", ("circle-patchpos",), ("mrope-patchpos",), "spatial-gaps"),
+    Contrast("P5b", "P2a with patch positions", ("circle-patchpos",), ("mrope-patchpos",), "spatial-unseen-gap"),
+    Contrast("P5c", "P2b with patch positions", ("circle-patchpos",), ("mrope-patchpos",), "count-unseen-gap"),
+    Contrast("P5d", "P3a with patch positions", ("circle-patchpos",), ("mrope-patchpos",), "count-long-side"),
+)
+DESIGNS = {"v2": DECLARED, "v3": DECLARED_V3}
+# Pairs reported beside the declared ones in v3, uncorrected: the ring's equidistance at a
+# matched spread (E1 at the R 10 ring's, E2 at M-RoPE's), and what patch positions change.
+EXTRA_PAIRS_V3 = (
+    Contrast("E1", "equidistance at the ring's spread: Circle-RoPE vs spread M-RoPE", ("circle",), ("mrope-spread",),
+             ""),
+    Contrast("E2", "equidistance at M-RoPE's spread: small ring vs M-RoPE", ("circle-small",), ("mrope",), ""),
+    Contrast("E3", "patch positions under M-RoPE", ("mrope-patchpos",), ("mrope",), ""),
+    Contrast("E4", "patch positions under Circle-RoPE", ("circle-patchpos",), ("circle",), ""),
+)
+# What the report says, per design, of the seeds looked at while the design was made.
+SEEDS_LOOKED_AT = {
+    "v2": "seed 0 (the trial and `quick`), not among the seeds tested",
+    "v3": "seed 99 (the cost pilot, after the contrasts were declared), not among the seeds tested; "
+          "no seed of 13-24 was looked at before the run",
+}
 OUTCOMES = {
     "spatial": "mean of lookup and relation accuracy, training layout (fresh data)",
     "count-unseen": "count accuracy, mean over the unseen grid sizes",
     "count-gap-shift": "count accuracy with the largest gap minus with gap 0 (the same sequences): count is "
                        "learned by every arm, so its loss measures the dependence on the offset alone",
+    "spatial-gaps": "mean of lookup and relation accuracy over the gap splits (gaps 0, 4, 8, 12: gaps training "
+                    "draws; the same sequences, 12-16 filler tokens)",
+    "spatial-unseen-gap": "mean of lookup and relation accuracy at the unseen gap (unseen-gap-20: 20 of 20-24 "
+                          "filler tokens between the image and the questions)",
+    "count-unseen-gap": "count accuracy at the unseen gap (unseen-gap-20)",
+    "count-long-side": "count accuracy on the unseen grids whose longer side exceeds training's (4x8, 8x4 cells: "
+                       "side 8 > 6, 32 cells) minus on the unseen grid whose longer side training had (6x5: 30 cells)",
 }
 # Exploratory breakdowns of the declared pairs: (label, split or split family, question type).
 EXPLORATORY_OUTCOMES = [("lookup", "train", "lookup"), ("relation", "train", "relation"),
@@ -69,9 +130,27 @@ def gap_pair(names: Sequence[str]) -> Optional[Tuple[str, str]]:
     return (f"gap-0", f"gap-{gaps[-1]}") if len(gaps) > 1 and gaps[0] == 0 else None
 
 
+def gap_splits(names: Sequence[str]) -> List[str]:
+    return [n for n in names if n.startswith("gap-")]
+
+
+def unseen_gap_pair(names: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """(unseen-gap-0, unseen-gap-K) with K the largest, when the run has them."""
+    gaps = sorted(int(n[len("unseen-gap-"):]) for n in names if n.startswith("unseen-gap-"))
+    return ("unseen-gap-0", f"unseen-gap-{gaps[-1]}") if len(gaps) > 1 and gaps[0] == 0 else None
+
+
+def _mean_of(splits: dict, names: Sequence[str], kind: str) -> Optional[float]:
+    """The mean accuracy of one type over the named splits; None unless every one has it."""
+    xs = [splits.get(n, {}).get("accuracy", {}).get(kind) for n in names]
+    return None if not xs or any(x is None for x in xs) else statistics.fmean(xs)
+
+
 def split_value(run: dict, split: str, kind: str) -> Optional[float]:
-    """One run's accuracy on a split ('grids': mean over the unseen grids; 'gap': largest gap
-    minus gap 0) for one question type."""
+    """One run's accuracy on a split, for one question type, or on a family of splits: 'grids',
+    the mean over the unseen grids; 'gap', the largest gap minus gap 0; 'gaps', the mean over the
+    gap splits; 'unseen-gap', the unseen gap's split; 'unseen-gap-shift', it minus unseen-gap-0;
+    'long-side', the mean over LONG_SIDE minus over TRAINED_SIDE."""
     splits = run.get("splits")
     if not splits:
         return None
@@ -79,25 +158,44 @@ def split_value(run: dict, split: str, kind: str) -> Optional[float]:
         xs = [splits[g]["accuracy"].get(kind) for g in grid_splits(list(splits))]
         xs = [x for x in xs if x is not None]
         return statistics.fmean(xs) if xs else None
-    if split == "gap":
-        pair = gap_pair(list(splits))
+    if split in ("gap", "unseen-gap-shift"):
+        pair = gap_pair(list(splits)) if split == "gap" else unseen_gap_pair(list(splits))
         if pair is None:
             return None
         a, b = (splits[s]["accuracy"].get(kind) for s in pair)
         return None if a is None or b is None else b - a
+    if split == "gaps":
+        return _mean_of(splits, gap_splits(list(splits)), kind)
+    if split == "unseen-gap":
+        pair = unseen_gap_pair(list(splits))
+        return None if pair is None else splits[pair[1]]["accuracy"].get(kind)
+    if split == "long-side":
+        a, b = _mean_of(splits, LONG_SIDE, kind), _mean_of(splits, TRAINED_SIDE, kind)
+        return None if a is None or b is None else a - b
     return splits.get(split, {}).get("accuracy", {}).get(kind)
+
+
+def _spatial(run: dict, split: str) -> Optional[float]:
+    xs = [split_value(run, split, k) for k in SPATIAL]
+    return None if any(x is None for x in xs) else statistics.fmean(xs)
 
 
 def outcome(run: dict, name: str) -> Optional[float]:
     if name == "spatial":
-        xs = [split_value(run, "train", k) for k in SPATIAL]
-    elif name == "count-unseen":
+        return _spatial(run, "train")
+    if name == "count-unseen":
         return split_value(run, "grids", "count")
-    elif name == "count-gap-shift":
+    if name == "count-gap-shift":
         return split_value(run, "gap", "count")
-    else:
-        raise ValueError(f"unknown outcome {name!r}")
-    return None if any(x is None for x in xs) else statistics.fmean(xs)
+    if name == "spatial-gaps":
+        return _spatial(run, "gaps")
+    if name == "spatial-unseen-gap":
+        return _spatial(run, "unseen-gap")
+    if name == "count-unseen-gap":
+        return split_value(run, "unseen-gap", "count")
+    if name == "count-long-side":
+        return split_value(run, "long-side", "count")
+    raise ValueError(f"unknown outcome {name!r}")
 
 
 def paired_differences(results: List[dict], plus: Sequence[str], minus: Sequence[str],
@@ -122,10 +220,23 @@ def paired_differences(results: List[dict], plus: Sequence[str], minus: Sequence
     return seeds, diffs, plus, minus
 
 
-def contrasts(results: List[dict]) -> dict:
-    """The declared contrasts (Holm over the sign-flip p-values) and the exploratory ones."""
+# v3's exploratory breakdowns: (label, split or family, type) per pair, and the declared
+# outcomes for the pairs beside the declared ones.
+EXPLORATORY_V3 = [("lookup, trained gaps", "gaps", "lookup"), ("relation, trained gaps", "gaps", "relation"),
+                  ("count, trained gaps", "gaps", "count"), ("neighbour, trained gaps", "gaps", "neighbour"),
+                  ("lookup, unseen gap", "unseen-gap", "lookup"), ("relation, unseen gap", "unseen-gap", "relation"),
+                  ("count, unseen gap − its gap 0", "unseen-gap-shift", "count"),
+                  ("lookup, unseen gap − its gap 0", "unseen-gap-shift", "lookup"),
+                  ("count, gap 12 − gap 0", "gap", "count"), ("lookup, gap 12 − gap 0", "gap", "lookup"),
+                  ("lookup, unseen grids", "grids", "lookup"), ("count, grid 8x8", "grid-8x8", "count"),
+                  ("lookup, training layout", "train", "lookup"), ("relation, training layout", "train", "relation")]
+
+
+def contrasts(results: List[dict], design: str = "v2") -> dict:
+    """The declared contrasts of the design (Holm over their sign-flip p-values) and the
+    exploratory ones."""
     declared = []
-    for c in DECLARED:
+    for c in DESIGNS[design]:
         seeds, diffs, plus, minus = paired_differences(results, c.plus, c.minus, lambda r, o=c.outcome: outcome(r, o))
         declared.append({"key": c.key, "title": c.title, "outcome": c.outcome, "plus": plus, "minus": minus,
                          "declared_plus": list(c.plus), "declared_minus": list(c.minus), "seeds": seeds,
@@ -135,15 +246,33 @@ def contrasts(results: List[dict]) -> dict:
         d["p_holm"] = p
         d["decided"] = p is not None and p < ALPHA
     exploratory = []
-    for c in DECLARED:
-        if c.outcome == "count-unseen":
-            continue
-        for label, split, kind in EXPLORATORY_OUTCOMES:
-            seeds, diffs, plus, minus = paired_differences(results, c.plus, c.minus,
-                                                           lambda r, s=split, k=kind: split_value(r, s, k))
-            if len(diffs) >= 2:
-                exploratory.append({"pair": c.key, "outcome": label, "seeds": seeds, **stats.paired(diffs)})
-    return {"declared": declared, "exploratory": exploratory, "alpha": ALPHA}
+    if design == "v2":
+        for c in DECLARED:
+            if c.outcome == "count-unseen":
+                continue
+            for label, split, kind in EXPLORATORY_OUTCOMES:
+                seeds, diffs, plus, minus = paired_differences(results, c.plus, c.minus,
+                                                               lambda r, s=split, k=kind: split_value(r, s, k))
+                if len(diffs) >= 2:
+                    exploratory.append({"pair": c.key, "outcome": label, "seeds": seeds, **stats.paired(diffs)})
+    else:
+        # Each pair once, named by its arms (the E pairs by their key too).
+        pairs: Dict[Tuple[Tuple[str, ...], Tuple[str, ...]], str] = {}
+        for c in DESIGNS[design]:
+            pairs.setdefault((c.plus, c.minus), f"{', '.join(c.plus)} − {', '.join(c.minus)}")
+        for c in EXTRA_PAIRS_V3:
+            pairs[(c.plus, c.minus)] = f"{c.key}: {', '.join(c.plus)} − {', '.join(c.minus)}"
+        for (plus_arms, minus_arms), key in pairs.items():
+            values = ([(o, lambda r, o=o: outcome(r, o)) for o in ("spatial-gaps", "spatial-unseen-gap",
+                                                                     "count-unseen-gap", "count-long-side")]
+                      if key.startswith("E") else [])
+            values += [(label, lambda r, s=split, k=kind: split_value(r, s, k)) for label, split, kind in EXPLORATORY_V3]
+            for label, value in values:
+                seeds, diffs, plus, minus = paired_differences(results, plus_arms, minus_arms, value)
+                if len(diffs) >= 2:
+                    exploratory.append({"pair": key, "plus": plus, "minus": minus, "outcome": label, "seeds": seeds,
+                                        **stats.paired(diffs)})
+    return {"declared": declared, "exploratory": exploratory, "alpha": ALPHA, "design": design}
 
 
 # --------------------------------------------------------------- aggregation ---
@@ -217,7 +346,8 @@ def aggregate(results: List[dict]) -> dict:
                     spreads[grid + " columns"].append(cell["column_spread"])
             a["lookup_spread"][split] = {k: _ms(v) for k, v in spreads.items()}
             a["coupling"][split] = {s: {m: _ms([r["coupling"][split][s][m] for r in done])
-                                        for m in ("ptd", "rope_kernel_deviation")}
+                                        for m in ("ptd", "rope_kernel_deviation", "extent")
+                                        if m in done[0]["coupling"][split][s]}
                                     for s in done[0]["coupling"][split]}
         for kind, t in THRESHOLDS.items():
             reached = [steps_to(r, kind, t) for r in done if r.get("curve")]
@@ -243,7 +373,7 @@ def write(plan, results: List[dict], meta: dict, content: Optional[Dict[str, dic
     os.makedirs(plan.out, exist_ok=True)
     content = content or {}
     agg = aggregate(results)
-    tests = contrasts(results)
+    tests = contrasts(results, plan.settings.get("design", "v2"))
     doc = {"meta": meta, "arms": [a.name for a in plan.arms], "primary_arms": plan.primary,
            "content_baseline": content, "contrasts": tests, "summary": agg, "runs": results}
     paths = []
@@ -268,6 +398,9 @@ SPLIT_NOTES = {
     "gap": "the same sequences, k filler tokens moved from before the image to between it and the questions: "
            "same length, every question-to-image offset + k(1,1,1)",
     "grid": "an image grid size never trained on",
+    "unseen-gap": "the same sequences (20-24 filler tokens, more than training's 16), K of them moved from before "
+                  "the image to between it and the questions: unseen-gap-K (K beyond the gaps training draws) and "
+                  "unseen-gap-0 (every filler token before the image: the control for these sequences' length)",
     "unseen-length": "64-128 filler tokens before the image: an unseen sequence length and more distractors "
                      "(every question-to-image offset is the training one)",
     "question-before-image": "the question before the image, the answer token after it: the question token "
@@ -276,6 +409,8 @@ SPLIT_NOTES = {
 
 
 def _note(split: str) -> str:
+    if split.startswith("unseen-gap-"):
+        return SPLIT_NOTES["unseen-gap"]
     return SPLIT_NOTES.get(split.split("-")[0] if split.split("-")[0] in ("gap", "grid") else split, "")
 
 
@@ -306,11 +441,17 @@ def markdown(plan, results: List[dict], agg: dict, tests: dict, content: Dict[st
               f"{', '.join(a for a in arms if a not in plan.primary) or 'none'} on seeds {s.get('secondary_seed_list', [])}",
               f"- {s['steps']} steps of {s['batch']} sequences, {s['questions']} questions each, lr {s['lr']}; "
               f"training grids (patches) {s['train_grids']}, unseen {s['eval_grids']}, merge {s['merge']}; model "
-              f"{s['layers']} layers, width {s['width']}, {s['heads']} heads, sections {s['sections']}, theta {s['theta']}",
+              f"{s['layers']} layers, width {s['width']}, {s['heads']} heads, sections {s['sections']}, theta {s['theta']}"
+              + (f"; training gaps drawn per batch from {s['train_gaps'].replace(',', '-')} (at most the batch's filler "
+                 f"tokens, {s['filler'].replace(',', '-')})" if s.get("train_gaps", "0,0") != "0,0" else ""),
+              f"- design {tests.get('design', 'v2')}: {len(tests['declared'])} declared contrasts; seeds looked at while "
+              f"the design was made: {SEEDS_LOOKED_AT[tests.get('design', 'v2')]}",
               "- accuracy in %, mean ± sample SD over seeds; *majority*: always giving the most frequent answer; "
               "*content*: the best a predictor that knows the image's contents but not where they are can score "
               "(content.py, the Bayes answer; what `unordered` can reach at most)", ""]
     lines += _contrast_lines(tests)
+    if tests.get("design") == "v3":
+        lines += _headline_lines(results, agg, arms)
     for split in split_names(results):
         lines += [f"## {split}", "", f"{_note(split)}.", "", "| arm | seeds | " + " | ".join(data.QUESTION_TYPES) + " |",
                   "|---|---|" + "---|" * len(data.QUESTION_TYPES)]
@@ -344,13 +485,19 @@ def markdown(plan, results: List[dict], agg: dict, tests: dict, content: Dict[st
         cells = [_fmt(agg[arm]["lookup_spread"].get(h.split(" ", 1)[0], {}).get(h.split(" ", 1)[1], (None, None, 0)))
                  for h in header]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-    lines += ["", "## Coupling of the evaluated layouts (circlerope.ptd per geometry of the arm)", "",
-              "| arm | geometry | split | PTD | RoPE kernel deviation |", "|---|---|---|---|---|"]
+    extent = any("extent" in m for a in agg.values() for per in a["coupling"].values() for m in per.values())
+    lines += ["", "## Coupling of the evaluated layouts (circlerope.ptd per geometry of the arm)", ""]
+    if extent:
+        lines += ["*extent*: the largest range of an image block's positions on one axis, mean over the sequences "
+                  "(geometry.extent); a scaled M-RoPE's metrics are geometry.coupling's on its positions.", ""]
+    lines += ["| arm | geometry | split | PTD | RoPE kernel deviation |" + (" extent |" if extent else ""),
+              "|---|---|---|---|---|" + ("---|" if extent else "")]
     for arm in arms:
         for split, per in agg[arm]["coupling"].items():
             for scheme, m in per.items():
                 lines.append(f"| {arm} | {scheme} | {split} | {_fmt(m['ptd'], False, 4)} | "
-                             f"{_fmt(m['rope_kernel_deviation'], False, 4)} |")
+                             f"{_fmt(m['rope_kernel_deviation'], False, 4)} |"
+                             + (f" {_fmt(m['extent'], False, 2)} |" if extent else ""))
     lines += ["", "## Training speed", "",
               "| arm | tokens/s (wall, per run) | tokens per CPU-second | data CPU-s per step |", "|---|---|---|---|"]
     for arm in arms:
@@ -364,14 +511,20 @@ def markdown(plan, results: List[dict], agg: dict, tests: dict, content: Dict[st
     return "\n".join(lines)
 
 
+def _count(n: int) -> str:
+    return {2: "two", 3: "three", 4: "four", 5: "five"}.get(n, str(n))
+
+
 def _contrast_lines(tests: dict) -> List[str]:
     lines = ["## Declared contrasts", "",
              "Declared before the run (docs/experiment.md). Each is paired by seed: a seed fixes the "
              "initialisation and the training data of every arm. *diff*: mean over seeds of (+ side − − side), "
              "percentage points, with its 95% t interval and the sample SD of the per-seed differences; "
              "*+/−*: seeds favouring each side; *p*: two-sided sign-flip permutation test (exact), with the paired "
-             f"t-test beside it; *Holm*: the sign-flip p adjusted over the five; decided at family-wise {ALPHA:g}.", "",
-             "Outcomes: " + "; ".join(f"*{k}*: {v}" for k, v in OUTCOMES.items()) + ".", "",
+             f"t-test beside it; *Holm*: the sign-flip p adjusted over the {_count(len(tests['declared']))}; decided at "
+             f"family-wise {ALPHA:g}.", "",
+             "Outcomes: " + "; ".join(f"*{k}*: {v}" for k, v in OUTCOMES.items()
+                                      if any(d["outcome"] == k for d in tests["declared"])) + ".", "",
              "| | contrast | + side | − side | outcome | seeds | diff [95% CI] | SD | +/− | p (sign-flip) | p (t) | Holm | |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in tests["declared"]:
@@ -387,6 +540,9 @@ def _contrast_lines(tests: dict) -> List[str]:
               "this many seeds could not tell, not that the arms are equal: read the interval.", ""]
     if tests["exploratory"]:
         lines += ["### Exploratory: the declared pairs per question type (not corrected, not claims)", "",
+                  *(["The pairs of the declared contrasts, and E1-E4 beside them: " + "; ".join(
+                      f"*{c.key}* {c.title}" for c in EXTRA_PAIRS_V3) + ".", ""]
+                    if tests.get("design") == "v3" else []),
                   "| pair | outcome | seeds | diff [95% CI] | SD | +/− | p (sign-flip) |", "|---|---|---|---|---|---|---|"]
         for d in tests["exploratory"]:
             ci = f" [{_pp(d['ci_low'])}, {_pp(d['ci_high'])}]" if d["ci_low"] is not None else ""
@@ -396,10 +552,41 @@ def _contrast_lines(tests: dict) -> List[str]:
     return lines
 
 
+def _headline_lines(results: List[dict], agg: dict, arms: List[str]) -> List[str]:
+    """v3: every arm's declared outcomes, mean ± sample SD over seeds, beside the steps at which
+    its accuracy curve reached the thresholds (median over the runs that did; reached / runs)."""
+    outs = ("spatial-gaps", "spatial-unseen-gap", "count-unseen-gap", "count-long-side")
+    lines = ["## The declared outcomes per arm, and the steps to reach a threshold", "",
+             "Outcomes as above (%, mean ± sample SD over seeds); steps: the median step at which a run's accuracy "
+             "curve (64 fresh training-layout sequences every 100 steps) first reached the threshold, over the runs "
+             "that did (reached / runs).", "",
+             "| arm | " + " | ".join(outs) + " | " + " | ".join(f"{k} ≥ {100 * t:.0f}% at step" for k, t in
+                                                              THRESHOLDS.items() if k != "neighbour") + " |",
+             "|---|" + "---|" * (len(outs) + len(THRESHOLDS) - 1)]
+    for arm in arms:
+        runs = [r for r in results if r["arm"] == arm and "splits" in r]
+        cells = [_fmt(_ms([outcome(r, o) for r in runs])) for o in outs]
+        for kind in THRESHOLDS:
+            if kind == "neighbour":
+                continue
+            st = agg[arm]["steps_to"].get(kind)
+            if not st or not st["runs"]:
+                cells.append("–")
+                continue
+            med = f"{st['median']:.0f}" if st["median"] is not None else f"> {st['steps']}"
+            cells.append(f"{med} ({st['reached']}/{st['runs']})")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
 def _shift_lines(results: List[dict], arms: List[str]) -> List[str]:
     names = split_names(results)
     pair = gap_pair(names)
-    cols = ([("gap", pair[1] + " − gap-0")] if pair else []) + [(g, g + " − train") for g in grid_splits(names)]
+    unseen = unseen_gap_pair(names)
+    cols = (([("gap", pair[1] + " − gap-0")] if pair else [])
+            + ([("unseen-gap-shift", unseen[1] + " − " + unseen[0])] if unseen else [])
+            + [(g, g + " − train") for g in grid_splits(names)])
     if not cols:
         return []
     lines = ["## Accuracy change from the reference layout (percentage points, mean ± sample SD)", "",
@@ -411,8 +598,8 @@ def _shift_lines(results: List[dict], arms: List[str]) -> List[str]:
         for split, label in cols:
             vals = []
             for k in data.QUESTION_TYPES:
-                if split == "gap":
-                    vals.append(_ms([split_value(r, "gap", k) for r in runs]))
+                if split in ("gap", "unseen-gap-shift"):
+                    vals.append(_ms([split_value(r, split, k) for r in runs]))
                 else:
                     vals.append(_ms([None if split_value(r, split, k) is None or split_value(r, "train", k) is None
                                      else split_value(r, split, k) - split_value(r, "train", k) for r in runs]))

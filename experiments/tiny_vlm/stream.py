@@ -71,7 +71,8 @@ def check_chunk(path: str, batches, count: int, batch: int) -> List[Dict[str, to
 
 
 def stream_id(cfg) -> str:
-    """Names what the batches depend on: seed, training layout, batch size, curriculum, steps."""
+    """Names what the batches depend on: seed, training layout (its gap range included, through
+    Layout.key), batch size, curriculum, steps."""
     what = {"seed": cfg.seed, "layout": cfg.train.key(), "gap": cfg.train.gap, "batch": cfg.batch,
             "curriculum": cfg.curriculum, "steps": cfg.steps}
     return f"seed{cfg.seed}-" + hashlib.sha1(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]

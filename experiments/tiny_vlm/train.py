@@ -337,16 +337,28 @@ def layout_drops(cfg: RunConfig, splits: Dict[str, dict]) -> dict:
 
 
 def coupling(cfg: RunConfig, split: str, layout: data.Layout, seqs: int = 64) -> dict:
-    """PTD and RoPE kernel deviation of the evaluated sequences (the shared prefix and one
-    question: what each question sees), per geometry of the arm's plan, measured by
-    circlerope.ptd with the arm's frequency layout."""
+    """PTD, RoPE kernel deviation and extent (geometry.extent, the mean over the sequences) of the
+    evaluated sequences (the shared prefix and one question: what each question sees), per
+    geometry of the arm's plan, with the arm's frequency layout: measured by circlerope.ptd, or,
+    for a scaled M-RoPE (which the library does not have), by geometry.coupling on the scaled
+    positions."""
+    from . import geometry
     examples = eval_examples(cfg.eval_seed, layout, split_seqs(cfg, layout, cfg.eval_seqs))[:seqs]
     batch = collate(examples, cfg.model.merge)
     plan = circlerope.AgePlan(cfg.arm.plan, cfg.model.layers)
+    rotary, vision, circle = rotary_config(cfg.model, cfg.arm), vision_config(cfg.model), circle_config(cfg.arm)
+    block = geometry.block_mask(batch.short_ids, batch.short_mask, data.IMG)
     out = {}
     for scheme in plan.schemes:
-        m = circlerope.ptd(batch.short_ids, batch.grid_thw, attention_mask=batch.short_mask,
-                           scheme=scheme, circle=circle_config(cfg.arm), vision=vision_config(cfg.model),
-                           rotary=rotary_config(cfg.model, cfg.arm))
-        out[scheme] = {"ptd": m.ptd, "rope_kernel_deviation": m.rope_kernel_deviation}
+        pos, deltas = circlerope.get_rope_index(batch.short_ids, batch.grid_thw, attention_mask=batch.short_mask,
+                                                scheme=scheme, circle=circle, vision=vision)
+        if scheme == "mrope" and cfg.arm.scale != 1:
+            pos, _ = geometry.scale_blocks(pos, deltas, batch.short_ids, batch.short_mask, data.IMG, cfg.arm.scale)
+            metrics = geometry.coupling(pos, batch.short_ids, batch.short_mask, data.IMG, rotary)
+        else:
+            m = circlerope.ptd(batch.short_ids, batch.grid_thw, attention_mask=batch.short_mask,
+                               scheme=scheme, circle=circle, vision=vision, rotary=rotary)
+            metrics = {"ptd": m.ptd, "rope_kernel_deviation": m.rope_kernel_deviation}
+        metrics["extent"] = float(geometry.extent(pos, block).mean())
+        out[scheme] = metrics
     return out

@@ -63,7 +63,7 @@ def test_bad_value_exit_code_from_the_command(env):
 
 def test_named_arms_and_the_full_preset():
     assert ALL == ["vanilla", "unordered", "mrope", "circle", "age-alternate", "mrope-interleaved",
-                   "circle-interleaved"]
+                   "circle-interleaved", "circle-small", "mrope-spread", "mrope-patchpos", "circle-patchpos"]
     plan = resolve(["full"])
     primary = ["mrope", "circle", "mrope-interleaved", "circle-interleaved", "age-alternate"]
     assert plan.primary == primary and [a.name for a in plan.arms] == primary + ["vanilla", "unordered"]

@@ -365,7 +365,7 @@ def test_a_checkpoint_written_by_a_run_reads_back(tmp_path):
     (["--seeds", "1000000000000"], "--seeds must be an integer in [1, 1000]"),
     (["--seeds", ",".join(map(str, range(1001)))], "--seeds: the number of seeds must be an integer in [1, 1000]"),
     (["--seeds", "1,4294967296"], "--seeds must be an integer in [0, 4294967295], got 4294967296"),
-    (["--seeds", "1000", "--arms", "all"], "--arms and --seeds: 7000 runs; the number of runs must be"),
+    (["--seeds", "1000", "--arms", "all"], "--arms and --seeds: 11000 runs; the number of runs must be"),
     (["--steps", "10000000"], "--steps must be an integer in [1, 1000000], got 10000000"),
     (["--questions", "1000000000"], "--questions must be an integer in [1, 64], got 1000000000"),
     (["--filler", "0,1000000000"], "--filler must be an integer in [0, 512], got 1000000000"),
@@ -434,7 +434,7 @@ def test_report_rewrites_a_results_json_it_wrote(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--rounds", "0"], "--rounds must be an integer in [1, 10000], got 0"),
     (["--rounds", "100000000"], "--rounds must be an integer in [1, 10000], got 100000000"),
-    (["--preset", "hourly"], "--preset: expected one of quick, full, micro"),
+    (["--preset", "hourly"], "--preset: expected one of quick, full, v3, micro"),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bench_options_give_one_line(env, argv, message):
