@@ -75,6 +75,8 @@ from ..config import CircleConfig, RotaryConfig, VisionConfig
 from ..positions import COMPAT_MODES, get_rope_index
 from . import compat as hf_compat
 from . import registry as hf_registry
+from . import peft as hf_peft
+from .masks import prompt_mask
 from .official import from_official_config
 
 # rotary_table and apply_rotary are looked up on circlerope.rotary at each call, so that a spy (or
@@ -550,7 +552,8 @@ class _OuterForward(_StandIn):
                 raise ValueError("a model switched by circlerope.hf places its prompt tokens by their ids: pass "
                                  "input_ids (inputs_embeds alone hold no image positions)")
             else:
-                mask = _mask_2d(get("attention_mask"), input_ids)
+                # generate() with a static cache passes its built masks (a dict): hf/masks.py
+                mask = _mask_2d(prompt_mask(get("attention_mask"), input_ids, switch.computed), input_ids)
                 cpu_ids, cpu_mask = input_ids.to("cpu"), None if mask is None else mask.to("cpu")
                 grids = [get(n) for n in ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")]
                 done, switch.computed = switch.computed, None  # used by this forward at most
@@ -560,8 +563,10 @@ class _OuterForward(_StandIn):
                 positions, following = known if known is not None else _positions(switch, cpu_ids, *grids, cpu_mask)
                 _check_given(get("position_ids"), positions[switch.primary], mask)
                 switch.prompt = {"next": following, "length": seq}
+                # The release reads mm_token_type_ids only with grids: testing for grids, not the
+                # tokens' values, keeps a compiled forward in one graph (no host read).
                 if ("mm_token_type_ids" in params and get("mm_token_type_ids") is None
-                        and bool(_vision_mask(input_ids, switch.vision).any())):
+                        and (grids[0] is not None or grids[1] is not None)):
                     arg["mm_token_type_ids"] = _token_types(input_ids, switch.vision).to(input_ids.device)
             decoding = False
         else:
@@ -893,6 +898,10 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
             rope type (attention_scaling 1): other rope types are refused. The module docstring
             says how it reaches the layers.
     """
+    if hf_peft.is_peft_model(model):  # its base model, through which the adapter's layers run
+        apply(hf_peft.base_model(model), scheme, circle=circle, age=age, compat=compat,
+              official_decode=official_decode, rotation=rotation)
+        return model
     if getattr(model, _ATTR, None) is not None:
         raise ValueError("this model is already switched by circlerope.hf.apply: call circlerope.hf.restore(model) "
                          "first")
@@ -976,6 +985,9 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
 def restore(model):
     """Undo apply(model): the model runs transformers' own code again (and its config no longer
     names a circlerope geometry). Returns the model."""
+    if hf_peft.is_peft_model(model):
+        restore(hf_peft.base_model(model))
+        return model
     switch = getattr(model, _ATTR, None)
     if switch is None:
         raise ValueError("this model is not switched by circlerope.hf.apply")
