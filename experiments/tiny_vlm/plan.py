@@ -34,11 +34,13 @@ PRESETS: Dict[str, dict] = {
     # v3 (docs/experiment.md, "The v3 design"): questions at gaps 0-12 from the image in training,
     # the arms that separate a ring's spread from its equidistance, patch positions on for one
     # pair; the declared contrasts P1-P5 (report.DESIGNS["v3"]) on 12 fresh seeds, 13-24 (seed 99
-    # served the pilot that measured the cost). 8 arms x 12 seeds = 96 runs of 1,100 steps.
+    # served the pilot that measured the cost). 8 arms x 12 seeds = 96 runs of 700 steps: 0.0966
+    # CPU-s a step and ~7 CPU-s of evaluation a run on the dev machine's Xeon, ~62 min on 2 idle
+    # cores (docs/experiment.md, "Cost of v3"; 1,100 steps would be ~93).
     "v3": dict(arms="mrope,circle,mrope-interleaved,circle-interleaved,circle-small,mrope-spread,mrope-patchpos,"
                     "circle-patchpos",
                seeds=",".join(str(s) for s in range(13, 25)), secondary_arms="", secondary_seeds=0,
-               steps=1100, batch=32, lr=3e-3, questions=12, train_grids="8x8,8x12,12x12",
+               steps=700, batch=32, lr=3e-3, questions=12, train_grids="8x8,8x12,12x12",
                eval_grids="12x10,8x16,16x8,16x16", eval_seqs=384, curve_every=100, content_samples=256,
                train_gaps="0,12", gaps="0,4,8,12", gap_filler="12,16", unseen_gap=20, unseen_gap_filler="20,24",
                extra_splits="", design="v3"),
