@@ -46,7 +46,7 @@ from . import registry as _registry
 
 # Checkpoints saved from switched models have their own model types ("qwen2_5_vl_circlerope"):
 # registered with transformers' Auto classes here (circlerope.hf.registry), where transformers is.
-_registry.register()
+_registry.register(apply)
 
 __all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index_fn", "rotary_config",
            "rotary_cos_sin", "apply_multimodal_rotary_pos_emb", "apply", "restore", "geometry", "pack",

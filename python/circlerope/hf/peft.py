@@ -40,13 +40,13 @@ def base_model(model):
 
 
 def _saved_geometry(model) -> Optional[dict]:
-    """What save_pretrained of `model` writes as config.circlerope: its switch's geometry, or None."""
-    from .model import geometry  # noqa: PLC0415 (model imports this module)
-
-    found = geometry(base_model(model))
-    if found is None:
+    """What save_pretrained of `model` writes as config.circlerope (apply() sets it, and gives the
+    config its circlerope class, which restore() takes back), as JSON reads it back; None for an
+    unswitched model."""
+    config = getattr(base_model(model), "config", None)
+    if getattr(type(config), "circlerope_base_class", None) is None:
         return None
-    return {k: found[k] for k in ("scheme", "age", "circle", "official_decode")}
+    return json.loads(json.dumps(getattr(config, KEY, None)))
 
 
 def save_adapter(peft_model, path, **kwargs) -> None:
@@ -90,19 +90,10 @@ def check_adapter(model, path, subfolder: Optional[str] = None) -> None:
     if not recorded:
         return
     have = _saved_geometry(model)
-    if _normal(saved) != _normal(have):
+    if saved != have:
         raise ValueError(f"the adapter at {shown(str(path))} was trained on the geometry {_shown_geometry(saved)}, "
                          f"but the model runs {_shown_geometry(have)}: load the base model on the adapter's "
                          "geometry (circlerope.hf.apply(model, ...) or a circlerope checkpoint) first")
-
-
-def _normal(saved: Optional[dict]):
-    if saved is None:
-        return None
-    from .model import _saved_geometry as read  # noqa: PLC0415 (the reader of config.circlerope)
-
-    scheme, circle, plan, official = read(saved, len(saved["age"]) if saved.get("age") else 1)
-    return (scheme, circle, None if plan is None else plan.pattern, official)
 
 
 def load_adapter(model, path, **kwargs):

@@ -48,6 +48,7 @@ _BASES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 _CONFIGS: dict = {}   # base model_type -> its circlerope config class
 _MODELS: dict = {}    # base model class -> its circlerope subclass
 _MODELS_DONE: set = set()  # base model types whose model classes are registered
+_SWITCH = None        # circlerope.hf.apply, handed over by register() (model.py imports this module)
 
 
 def base_type(model_type) -> Optional[str]:
@@ -137,10 +138,10 @@ def _with_base_config(model):
 def _switch_built(model) -> None:
     """apply(model) to the geometry its config holds, for a model a circlerope class just built
     (on whatever device transformers builds it: the positions apply() checks are made on the CPU)."""
-    from .model import apply  # noqa: PLC0415 (model imports this module)
-
+    if _SWITCH is None:
+        raise RuntimeError("circlerope.hf.registry: register(switch=circlerope.hf.apply) was not called")
     with _with_base_config(model), torch_cpu():
-        apply(model)
+        _SWITCH(model)
 
 
 def torch_cpu():
@@ -279,20 +280,15 @@ def config_class(base: str):
     return _CONFIGS[base]
 
 
-def _supported_types() -> tuple:
-    """The base model types circlerope.hf switches (its families' list where it has one)."""
-    try:
-        from . import families  # noqa: PLC0415
-        return tuple(families.FAMILIES)
-    except (ImportError, AttributeError):
-        return _BASES
-
-
-def register(bases=None) -> list:
-    """Register the circlerope type of each base model type (default: every type circlerope.hf
-    switches) this transformers release has; returns the types registered. Done by
-    `import circlerope.hf`."""
-    bases = _supported_types() if bases is None else bases
+def register(switch, bases=None) -> list:
+    """Register the circlerope type of each base model type in `bases` (default: qwen2_vl,
+    qwen2_5_vl, qwen3_vl) this transformers release has, its model classes switching what they
+    build with `switch` (circlerope.hf.apply); returns the types registered. Done by
+    `import circlerope.hf`. (apply() registers the type of any other model it switches when it
+    first switches one, so saving works for every type; loading in a new process needs it here.)"""
+    global _SWITCH
+    _SWITCH = switch
+    bases = _BASES if bases is None else bases
     try:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: PLC0415
         from transformers import modeling_rope_utils  # noqa: PLC0415
