@@ -21,16 +21,17 @@
 #     uv's cache: after the first run nothing is downloaded; an existing dir is kept). torch
 #     and numpy come from .venv/ (numpy is pinned to the venv's). The venv's own transformers
 #     (constraints.txt's pin) is used as is, without a dir;
-#  2. runs python/tests/test_hf_versions.py and test_hf_models.py with PYTHONPATH=build/hf/VERSION:BUILD/python, so
-#     that release is the transformers the test imports. The test builds tiny Qwen2-VL /
-#     Qwen2.5-VL models from configs (nothing is downloaded) and compares their
-#     get_rope_index with circlerope's under compat_for_version(VERSION).
+#  2. runs python/tests/test_hf_versions.py, test_hf_models.py and test_hf_families.py with
+#     PYTHONPATH=build/hf/VERSION:BUILD/python, so that release is the transformers the test
+#     imports. The tests build tiny models from configs (nothing is downloaded): Qwen2-VL /
+#     Qwen2.5-VL / Qwen3-VL, and every family circlerope.hf switches that the release has,
+#     and compare their get_rope_index with circlerope's under compat_for_version(VERSION).
 #
 # BUILD is $CIRCLEROPE_HF_BUILD (default build/hf-build): configured there if it is not yet,
 # then its target circlerope_python is brought up to date (a no-op when nothing changed;
 # HF_MATRIX_NO_BUILD=1 skips it).
-# Environment: HF_MATRIX_TESTS (default "test_hf_versions.py test_hf_models.py": the compat
-# modes and circlerope.hf.apply), HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x"),
+# Environment: HF_MATRIX_TESTS (default "test_hf_versions.py test_hf_models.py test_hf_families.py":
+# the compat modes, circlerope.hf.apply, its families), HF_MATRIX_PYTEST_ARGS (extra pytest arguments, e.g. "-x"),
 # HF_MATRIX_CASES (random requests per category, default 12), HF_MATRIX_INSTALL_ONLY=1
 # (install, run nothing), HF_MATRIX_PARALLEL (releases tested at once, default 1; each then
 # runs torch on one thread, CIRCLEROPE_TEST_THREADS=1: the tiny models gain next to nothing
@@ -97,7 +98,7 @@ install_version() {
 
 # The test files run against each release (HF_MATRIX_TESTS, names under python/tests).
 tests=()
-for name in ${HF_MATRIX_TESTS:-test_hf_versions.py test_hf_models.py}; do tests+=("$root/python/tests/$name"); done
+for name in ${HF_MATRIX_TESTS:-test_hf_versions.py test_hf_models.py test_hf_families.py}; do tests+=("$root/python/tests/$name"); done
 
 declare -A result
 failed=0

@@ -145,13 +145,20 @@ class VisionConfig:
         """Reads the ids from a transformers Qwen2-VL / Qwen2.5-VL config (object or dict):
         vision_start_token_id, image_token_id, video_token_id, and vision_config's
         spatial_merge_size and tokens_per_second. Qwen2-VL (model_type "qwen2_vl", or no
-        tokens_per_second) counts video time in frames ("index")."""
+        tokens_per_second) counts video time in frames ("index"). A GLM-4V config, which has
+        no vision_start_token_id, gives its image_start_token_id (each image and video frame
+        opens with it); its video frames hold image tokens, which circlerope.hf.rope_index_fn
+        reads as video tokens (circlerope.get_rope_index takes them as video_token_id)."""
         def get(holder, name, default=None):
             if isinstance(holder, dict):
                 return holder.get(name, default)
             return getattr(holder, name, default)
 
         vision = get(config, "vision_config")
+        if get(config, "vision_start_token_id") is None and get(config, "image_start_token_id") is not None:
+            # GLM-4V's configs: every image and video frame opens with image_start_token_id
+            config = dict(vision_start_token_id=get(config, "image_start_token_id"), vision_config=vision,
+                          **{n: get(config, n) for n in ("image_token_id", "video_token_id", "model_type")})
         missing = [n for n in ("vision_start_token_id", "image_token_id", "video_token_id")
                    if get(config, n) is None]
         if missing:

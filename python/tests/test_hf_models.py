@@ -605,10 +605,10 @@ def test_cached_generate_equals_a_full_recompute_at_every_step(geometry, batch, 
     assert_cached_generate_equals_a_full_recompute(model, batch)
 
 
-def assert_cached_generate_equals_a_full_recompute(model, batch):
-    """Greedy generate() of 5 tokens with a cache from _prompt(batch), each step against a full
-    recompute of its prefix (assert_decode_step)."""
-    inputs = _prompt(batch)
+def assert_cached_generate_equals_a_full_recompute(model, batch, inputs=None):
+    """Greedy generate() of 5 tokens with a cache from `inputs` (default _prompt(batch)), each step
+    against a full recompute of its prefix (assert_decode_step)."""
+    inputs = _prompt(batch) if inputs is None else inputs
     steps = 5
     sequences, logits = greedy(model, inputs, steps)
     prompt_len = inputs["input_ids"].size(1)
@@ -1106,11 +1106,11 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="circlerope_positions"):
         model(**inputs, circlerope_positions=torch.zeros(3, 3, 1, 2, dtype=torch.int64))
     cfg = transformers.PretrainedConfig()
-    cfg.model_type = "qwen3_vl_moe"
+    cfg.model_type = "glm_image"
 
     class Fake(torch.nn.Module):
         config = cfg
-    with pytest.raises(ValueError, match="Qwen3-VL-MoE"):
+    with pytest.raises(ValueError, match="'glm_image'.*generates.*it switches qwen2_vl, qwen2_5_vl"):
         hf.apply(Fake(), "circle")
 
 

@@ -1,5 +1,5 @@
 """circlerope.hf: drop-in pieces for Hugging Face transformers' Qwen2-VL / Qwen2.5-VL / Qwen3-VL
-models.
+models, and the families following their get_rope_index rules (circlerope.hf.families).
 
 A whole model: apply(model, scheme | age=...) switches a loaded model to a geometry (every layer,
 generate(), packing with pack(), save/load with from_pretrained), restore(model) undoes it,
@@ -27,6 +27,8 @@ write their config's circle_rope dict (circlerope.hf.official documents its quir
 
 The modules, each depending only on those before it (and on circlerope's own):
     reference   transformers' rotary formulas in plain PyTorch
+    families    the model families switched (whose get_rope_index follows Qwen2-VL's, Qwen2.5-VL's
+                or Qwen3-VL's rule) and those refused, with why
     compat      compat modes and transformers releases, their configs, rope_index_fn
     rotation    rotary_cos_sin, apply_multimodal_rotary_pos_emb
     official    the authors' circle_rope config

@@ -23,6 +23,7 @@ import torch
 from .._checks import instance, integer, shown, tensor, text, tokens_of
 from ..config import CircleConfig, RotaryConfig, VisionConfig, rotary_option
 from ..positions import COMPAT_MODES, REAL_TOKEN_MODES, compat_mode, get_rope_index
+from . import families
 
 Tensor = torch.Tensor
 
@@ -106,11 +107,9 @@ def rope_field(config, name):
 
 
 def model_type(config) -> str:
-    """config.model_type, one of the types circlerope.hf adapts (qwen2_vl, qwen2_5_vl)."""
-    value = _get(config, "model_type")
-    if not isinstance(value, str) or value not in ("qwen2_vl", "qwen2_5_vl"):
-        raise ValueError(f"config.model_type {shown(value)}: circlerope.hf adapts qwen2_vl and qwen2_5_vl models")
-    return value
+    """config.model_type, one of the families circlerope.hf switches (circlerope.hf.families);
+    any other is a ValueError naming those and why this one is not among them."""
+    return families.family(config).model_type
 
 
 def head_dim(config) -> int:
@@ -250,7 +249,9 @@ def with_signature(compute, compat: str, qwen2: bool):
 
 def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig] = None,
                   compat: Optional[str] = None):
-    """A replacement for a Qwen2-VL / Qwen2.5-VL model's get_rope_index.
+    """A replacement for the get_rope_index of a model of a family circlerope.hf switches
+    (circlerope.hf.families: Qwen2-VL, Qwen2.5-VL, Qwen3-VL and the families that follow their
+    rules; any other model type is a ValueError naming them, the same families apply() takes).
 
     config: the model's transformers config (or a dict with the same names). scheme: "circle",
     "mrope", "vanilla" or "unordered". circle: a circlerope.CircleConfig (the paper's setting
@@ -265,14 +266,15 @@ def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig]
         hf-5.3-5.5.3 on:  (input_ids, mm_token_type_ids, image_grid_thw=None,
                            video_grid_thw=None, second_per_grid_ts=None, attention_mask=None,
                            **kwargs)
-    Qwen2-VL's have no second_per_grid_ts.
+    Those of the Qwen2-VL and Qwen3-VL rules have no second_per_grid_ts; under Qwen3-VL's rule
+    each video frame is a block of its own (a video_grid_thw [t, h, w] read as t grids [1, h, w]).
     It returns (position_ids [3, B, S], rope_deltas [B, 1]) in transformers' dtypes: int64 for
     the integer schemes, as transformers does, and float32 under "circle", whose positions are
     fractional (circlerope.get_rope_index itself always returns float32).
     """
     compat = release_compat(compat)
-    qwen2 = model_type(config) == "qwen2_vl"
-    vision = VisionConfig.from_hf_config(config)
+    resolved = families.resolve(config)  # refuses a model type circlerope.hf does not switch
+    vision, split = resolved.vision, resolved.family.frames_are_blocks
     scheme = text(scheme, "scheme")
     circle = instance(circle, CircleConfig, "circle")
     # Validate everything now, not at the model's first forward pass.
@@ -283,13 +285,15 @@ def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig]
                 mm_token_type_ids=None):
         if input_ids is None:
             raise TypeError("get_rope_index: input_ids is required (circlerope places tokens by their ids)")
-        input_ids = tensor(input_ids, "input_ids")  # a list too, as get_rope_index takes it
+        input_ids = resolved.core_ids(tensor(input_ids, "input_ids"))  # a list too, as get_rope_index takes it
         check_token_types(mm_token_type_ids, input_ids, attention_mask, vision)
+        if split:  # Qwen3-VL's rule: each frame a block of its own
+            video_grid_thw, second_per_grid_ts = families.split_frames(video_grid_thw), None
         return transformers_dtypes(scheme, *get_rope_index(
             input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
             scheme=scheme, circle=circle, vision=vision, compat=compat))
 
-    get_rope_index_hf = with_signature(compute, compat, qwen2)
+    get_rope_index_hf = with_signature(compute, compat, resolved.family.qwen2_signature)
     get_rope_index_hf.__doc__ = (f"circlerope positions ({scheme}) with transformers {compat[3:]}'s "
                                  "get_rope_index signature and conventions")
     get_rope_index_hf.compat = compat

@@ -77,6 +77,7 @@ from . import compat as hf_compat
 from . import registry as hf_registry
 from . import peft as hf_peft
 from .masks import prompt_mask
+from . import families
 from .official import from_official_config
 
 # rotary_table and apply_rotary are looked up on circlerope.rotary at each call, so that a spy (or
@@ -124,7 +125,8 @@ class _Switch:
     compat: str
     official_decode: bool
     plan: Optional[AgePlan]
-    qwen3: bool = False      # Qwen3-VL: every video frame is a block of its own (below)
+    qwen3: bool = False      # Qwen3-VL's rule: every video frame is a block of its own (below)
+    family: Optional[families.Resolved] = None  # its ids as the core reads them (GLM's video frames)
     rotation: str = "transformers"
     fused: Optional["_FusedRotation"] = None  # rotation="fused": the table's settings and the patch
     undo: list = dataclasses.field(default_factory=list)   # (object, name, had own attribute, value)
@@ -276,16 +278,7 @@ def _parts(model):
     """(holder of get_rope_index, text model) of a Qwen2-VL / Qwen2.5-VL model of any release:
     4.49-4.51 keep get_rope_index on the ForConditionalGeneration and the text model at .model;
     4.52 on keep both inside .model (get_rope_index) and .model.language_model."""
-    config = getattr(model, "config", None)
-    model_type = getattr(config, "model_type", None)
-    if model_type == "qwen3_vl_moe":
-        raise ValueError("model_type 'qwen3_vl_moe': Qwen3-VL-MoE is not supported yet (Qwen3-VL is)")
-    if model_type == "qwen2_5_vl_circle_rope":
-        raise ValueError("model_type 'qwen2_5_vl_circle_rope' (ms-swift's name for the official Circle-RoPE model): "
-                         "load the checkpoint as qwen2_5_vl; its config's circle_rope dict is then read by "
-                         "circlerope.hf.apply(model)")
-    if model_type != "qwen3_vl":
-        hf_compat.model_type(config)
+    families.family(getattr(model, "config", None))  # refuses, naming the families it switches
     inner = getattr(model, "model", None)
     holder = next((m for m in (model, inner) if m is not None and callable(getattr(m, "get_rope_index", None))), None)
     text = None
@@ -295,8 +288,7 @@ def _parts(model):
             break
     if holder is None or text is None:
         raise ValueError(f"{type(model).__name__}: found no get_rope_index and text model (layers, rotary_emb); "
-                         "circlerope.hf.apply takes a Qwen2VLForConditionalGeneration / "
-                         "Qwen2_5_VLForConditionalGeneration (or its .model)")
+                         "circlerope.hf.apply takes a family's ForConditionalGeneration (or its .model)")
     return holder, text
 
 
@@ -374,8 +366,11 @@ def _opens_block(input_ids: Tensor, vision: VisionConfig) -> bool:
     return bool((start & _vision_mask(input_ids[..., 1:], vision)).any())
 
 
-def _token_types(input_ids: Tensor, vision: VisionConfig) -> Tensor:
-    return hf_compat.expected_token_types(input_ids, None, vision)
+def _token_types(input_ids: Tensor, switch: _Switch) -> Tensor:
+    """The mm_token_type_ids of input_ids, as the family's processor makes them."""
+    if switch.family is not None:
+        return switch.family.token_types(input_ids)
+    return hf_compat.expected_token_types(input_ids, None, switch.vision)
 
 
 def _filler(vision: VisionConfig) -> int:
@@ -412,6 +407,8 @@ def _positions(switch: _Switch, input_ids, image_grid_thw, video_grid_thw, secon
     [G, B]: the position of a text token appended to the prompt."""
     if switch.qwen3:
         video_grid_thw, second_per_grid_ts = _frames(video_grid_thw), None
+    if switch.family is not None:
+        input_ids = switch.family.core_ids(input_ids)
     b = input_ids.size(0)
     ext_ids = torch.cat([input_ids, torch.full((b, 1), _filler(switch.vision), dtype=input_ids.dtype,
                                                device=input_ids.device)], 1)
@@ -431,9 +428,13 @@ def _real(mask, input_ids: Tensor) -> Tensor:
     return torch.ones_like(input_ids, dtype=torch.bool) if mask is None else mask != 0
 
 
-def _cache_length(cache) -> int:
+def _cache_length(cache, cache_position=None) -> int:
     if cache is None:
         return 0
+    if getattr(cache, "is_compileable", False) and isinstance(cache_position, torch.Tensor) and cache_position.numel():
+        # A static cache before transformers 5.3 counts the nonzero keys of row 0 (fewer than
+        # its tokens where row 0 is padded); the releases that build one pass where the tokens go.
+        return int(cache_position.reshape(-1)[0])
     if hasattr(cache, "get_seq_length"):
         return int(cache.get_seq_length())
     if isinstance(cache, (tuple, list)) and cache and cache[0] is not None:  # legacy ((k, v), ...)
@@ -539,7 +540,7 @@ class _OuterForward(_StandIn):
         if input_ids is not None:
             input_ids = tensor(input_ids, "input_ids")
         cache = get("cache") if get("cache") is not None else get("past_key_values")
-        past = _cache_length(cache)
+        past = _cache_length(cache, get("cache_position"))
         ref = input_ids if input_ids is not None else embeds
         if ref is None:
             raise ValueError("forward of a model switched by circlerope.hf needs input_ids or inputs_embeds")
@@ -567,7 +568,7 @@ class _OuterForward(_StandIn):
                 # tokens' values, keeps a compiled forward in one graph (no host read).
                 if ("mm_token_type_ids" in params and get("mm_token_type_ids") is None
                         and (grids[0] is not None or grids[1] is not None)):
-                    arg["mm_token_type_ids"] = _token_types(input_ids, switch.vision).to(input_ids.device)
+                    arg["mm_token_type_ids"] = _token_types(input_ids, switch).to(input_ids.device)
             decoding = False
         else:
             prompt = switch.prompt
@@ -688,7 +689,7 @@ class _Generate(_StandIn):
         ids = kwargs.get("input_ids", args[0] if args and isinstance(args[0], torch.Tensor) else None)
         if (self.accepts_token_types and kwargs.get("mm_token_type_ids") is None and ids is not None
                 and bool(_vision_mask(tensor(ids, "input_ids"), self.switch.vision).any())):
-            kwargs["mm_token_type_ids"] = _token_types(ids, self.switch.vision).to(ids.device)
+            kwargs["mm_token_type_ids"] = _token_types(ids, self.switch).to(ids.device)
         return self.original(*args, **kwargs)
 
 
@@ -713,9 +714,10 @@ class _RopeIndex(_StandIn):
         switch = self.switch
         if switch.qwen3:
             input_ids = tensor(input_ids, "input_ids", required=True)
-            hf_compat.check_token_types(mm_token_type_ids, input_ids, attention_mask, switch.vision)
+            core_ids = input_ids if switch.family is None else switch.family.core_ids(input_ids)
+            hf_compat.check_token_types(mm_token_type_ids, core_ids, attention_mask, switch.vision)
             result = hf_compat.transformers_dtypes(self.scheme, *get_rope_index(
-                input_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask, scheme=self.scheme,
+                core_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask, scheme=self.scheme,
                 circle=switch.circle, vision=switch.vision, compat=switch.compat))
         else:
             result = self.primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
@@ -911,8 +913,9 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     holder, text = _parts(model)
     _check_not_switched(model, holder, text)
     config = model.config
+    family = families.resolve(config)
     # Qwen3-VL's get_rope_index has Qwen2-VL's signature (no second_per_grid_ts).
-    qwen2_signature = config.model_type in ("qwen2_vl", "qwen3_vl")
+    qwen2_signature = family.family.qwen2_signature
     _check_compat_fits(holder, compat, qwen2_signature)
     layers = len(text.layers)
     if scheme is None and age is None:
@@ -940,14 +943,17 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
         raise TypeError(f"circle must be a circlerope.CircleConfig (got {shown(circle)})")
     # Qwen3-VL's get_rope_index is its release's Qwen2-VL rule on blocks of one frame (the video
     # grids split, below), so it takes its release's compat mode like the others.
-    qwen3 = config.model_type == "qwen3_vl"
+    qwen3 = family.family.frames_are_blocks
+    if rotation == "fused" and not family.family.fused:
+        raise ValueError(f"rotation='fused' is checked on {', '.join(t for t, f in families.FAMILIES.items() if f.fused)} "
+                         f"models, not on {family.family.name}'s rotary: use rotation='transformers'")
     if rotation == "fused":  # everything it needs is checked before the model is touched
         namespace, function = _rotation_site(text)
         fused_rotary = _fused_rotary(config, text.rotary_emb, qwen3)
     switch = _Switch(schemes=schemes, primary=schemes.index("circle") if "circle" in schemes else 0,
                      layer_geometry=[schemes.index(s) for s in per_layer], circle=circle or CircleConfig(),
-                     vision=VisionConfig.from_hf_config(config), compat=compat,
-                     official_decode=bool(official_decode), plan=plan, qwen3=qwen3, rotation=rotation)
+                     vision=family.vision, compat=compat,
+                     official_decode=bool(official_decode), plan=plan, qwen3=qwen3, rotation=rotation, family=family)
     # The primary geometry's get_rope_index (rope_index_fn validates the settings now, not at the
     # first forward). Qwen3-VL's signature is Qwen2-VL's (no second_per_grid_ts).
     if qwen3:
@@ -1136,7 +1142,7 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
         cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
         out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths))
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
-        out["mm_token_type_ids"] = _token_types(out["input_ids"], switch.vision)
+        out["mm_token_type_ids"] = _token_types(out["input_ids"], switch)
     # transformers 5 looks for packed sequences only without a cache (and without an attention mask).
     out["use_cache"] = False
     return out
