@@ -354,3 +354,46 @@ def test_the_fused_rotation_is_refused_where_it_was_not_checked(model_type):
     with pytest.raises(ValueError, match="rotation='fused'.*use rotation='transformers'"):
         hf.apply(model, "circle", rotation="fused")
     assert hf.geometry(model) is None
+
+
+# ------------------------------------------------------------ pack, restore ---
+
+def takes_video(model):
+    return "video_grid_thw" in inspect.signature(model.forward).parameters
+
+
+@pytest.mark.parametrize("model_type", NEW)
+def test_packed_samples_give_each_samples_own_logits(model_type):
+    """pack() of a family: each sample's logits in the packed row equal its forward alone. Images
+    and videos are packed apart: GLM's own model cannot take both in one forward."""
+    model = make(model_type)
+    hf.apply(model, age="alternate")
+    if families.linear_attention_layers(model.config):
+        # Qwen3.5: transformers keeps packed samples apart in its linear attention only with the
+        # varlen kwargs and flash-linear-attention; without them the state leaks, so pack refuses.
+        with pytest.raises(ValueError, match="linear attention.*flash_attention_kwargs=True"):
+            hf.pack(model, [sample(model_type, ("image",), 31)])
+        try:
+            models.forward_logits(model, hf.pack(model, [sample(model_type, ("image",), 31), sample(model_type, (), 33)],
+                                                 flash_attention_kwargs=True))
+        except ValueError as e:
+            pytest.skip(f"transformers {transformers.__version__}: {str(e)[:120]}")
+    packs = [[sample(model_type, ("image",), 31), sample(model_type, ("image", "image"), 32), sample(model_type, (), 33)]]
+    if takes_video(model):
+        packs.append([sample(model_type, ("video",), 34), sample(model_type, (), 35), sample(model_type, ("video",), 36)])
+    for samples in packs:
+        models.assert_each_sample_alone(model, samples, models.forward_logits(model, hf.pack(model, samples)))
+
+
+@pytest.mark.parametrize("model_type", NEW)
+def test_restore_gives_the_unswitched_model_back(model_type):
+    model = make(model_type)
+    inputs = REQUESTS["left padded"](model_type, 41)
+    with torch.no_grad():
+        want = model(**hf_kwargs(model, model_type, inputs)).logits
+        hf.apply(model, age="alternate")
+        switched = model(**inputs).logits
+        hf.restore(model)
+        got = model(**hf_kwargs(model, model_type, inputs)).logits
+    assert hf.geometry(model) is None and not torch.equal(switched, want)
+    assert torch.equal(got, want)

@@ -249,6 +249,14 @@ def vision_config(config, found: Optional[Family] = None) -> VisionConfig:
     return VisionConfig.from_hf_config(fields)
 
 
+def linear_attention_layers(config) -> list:
+    """The layers of a hybrid model (Qwen3.5) that are linear attention (config's layer_types,
+    or its text_config's): they take no positions, and carry a recurrent state along the row."""
+    text = _get(config, "text_config") or config
+    kinds = _get(text, "layer_types") or []
+    return [i for i, kind in enumerate(kinds) if kind == "linear_attention"]
+
+
 def split_frames(video_grid_thw):
     """Qwen3-VL's rule: each video grid [t, h, w] as t grids [1, h, w] (None stays None)."""
     if video_grid_thw is None:

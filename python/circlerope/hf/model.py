@@ -1066,6 +1066,11 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     if switch is None:
         raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
     flash_attention_kwargs = flag(flash_attention_kwargs, "flash_attention_kwargs")
+    linear = families.linear_attention_layers(model.config)
+    if linear and not flash_attention_kwargs:
+        raise ValueError(f"circlerope.hf.pack: layers {linear} of this model are linear attention, whose state runs "
+                         "from one packed sample into the next unless it gets the cu_seq_lens kwargs: pass "
+                         "flash_attention_kwargs=True (transformers then needs flash-linear-attention)")
     import transformers  # noqa: PLC0415
 
     v5 = int(transformers.__version__.split(".")[0]) >= 5
@@ -1114,9 +1119,10 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
                                          f"[{row.size(1)}] or [1, {row.size(1)}], expected")
                     value = value.reshape(1, -1)
                 else:  # a row per patch of the sample's grids, as the vision tower reads them
+                    # ([patches, C, P, P] for PaddleOCR-VL's SigLIP tower)
                     grid = img if key == "pixel_values" else vid
                     patches = 0 if grid is None else int(torch.as_tensor(grid, dtype=torch.int64).prod(-1).sum())
-                    if value.dim() != 2 or value.size(0) != patches:
+                    if value.dim() < 2 or value.size(0) != patches:
                         raise ValueError(f"sample {n} {key} has shape {list(value.shape)}: a row per patch of its "
                                          f"{'image' if key == 'pixel_values' else 'video'}_grid_thw ({patches}) "
                                          "expected")
