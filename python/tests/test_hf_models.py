@@ -622,6 +622,34 @@ def assert_cached_generate_equals_a_full_recompute(model, batch, inputs=None):
                            step)
 
 
+@pytest.mark.parametrize("geometry", ["mrope", "circle", "alternate"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_static_cache_generate_equals_the_dynamic_cache(geometry, batch):
+    """generate(cache_implementation="static") (transformers' compiled decoding uses it): the
+    forward receives its masks built (a dict) and a cache of fixed size; the same tokens and
+    logits as the dynamic cache's generate()."""
+    model = make_model("qwen2_5_vl")
+    inputs = _prompt(batch)
+    try:
+        with torch.no_grad():
+            model.generate(**on_device(hf_kwargs(model, inputs)), max_new_tokens=1, do_sample=False,
+                           cache_implementation="static")
+    except ValueError as e:
+        if "static" not in str(e):
+            raise
+        pytest.skip(f"transformers {transformers.__version__} refuses a static cache for the model itself: {e}")
+    hf.apply(model, **({"age": geometry} if geometry == "alternate" else {"scheme": geometry}))
+    dynamic = greedy(model, inputs, 4)
+    with torch.no_grad():
+        out = model.generate(**on_device(inputs), max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                             suppress_tokens=SPECIAL, output_logits=True, return_dict_in_generate=True,
+                             cache_implementation="static")
+    if DTYPE == torch.float32:
+        assert torch.equal(out.sequences.cpu(), dynamic[0])
+    for step, (got, want) in enumerate(zip(out.logits, dynamic[1])):
+        assert_near(got.cpu(), want, ATOL, msg=f"step {step}")
+
+
 def test_official_decode_gives_every_layer_circle_positions_after_the_prompt():
     model = make_model("qwen2_5_vl")
     inputs = request(("image",), seed=7)

@@ -27,10 +27,10 @@ import circlerope.hf as hf
 import tiny_qwen
 
 transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
 if int(re.match(r"(\d+)", transformers.__version__).group(1)) < 5:
     pytest.skip("the training-stack workflow is tested with transformers 5 (constraints.txt's release)",
                 allow_module_level=True)
+peft = pytest.importorskip("peft")
 if os.environ.get("CIRCLEROPE_SANITIZED") == "1":
     pytest.skip("model forwards in torch, which no sanitizer sees", allow_module_level=True)
 
