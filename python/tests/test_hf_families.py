@@ -346,10 +346,23 @@ def test_glm_video_frames_are_read_as_video_and_the_vision_config_reads_its_imag
     assert resolved.token_types(ids)[0].tolist() == [0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0]
 
 
-@pytest.mark.parametrize("model_type", [t for t in NEW if t in families.FAMILIES])
+@pytest.mark.parametrize("model_type", [t for t in NEW if families.FAMILIES[t].fused])
+def test_the_fused_rotation_equals_the_releases_where_the_table_takes_it(model_type):
+    """rotation="fused" against transformers' rotation on the same positions: within float32
+    rounding (the table's angles rounded once from double, transformers' computed in float32)."""
+    model = make(model_type)
+    inputs = REQUESTS["left padded"](model_type, 3)
+    real = inputs["attention_mask"].bool()
+    logits = {}
+    for rotation in ("transformers", "fused"):
+        hf.apply(model, age="alternate", rotation=rotation)
+        logits[rotation] = models.forward_logits(model, inputs)
+        hf.restore(model)
+    torch.testing.assert_close(logits["fused"][real], logits["transformers"][real], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", [t for t in NEW if not families.FAMILIES[t].fused])
 def test_the_fused_rotation_is_refused_where_it_was_not_checked(model_type):
-    if families.FAMILIES[model_type].fused:
-        pytest.skip("checked by test_hf_models.py")
     model = make(model_type)
     with pytest.raises(ValueError, match="rotation='fused'.*use rotation='transformers'"):
         hf.apply(model, "circle", rotation="fused")

@@ -61,7 +61,11 @@ class Family:
     block_start: str = "vision_start_token_id"  # the config attribute of the token opening a block
     video_span: Optional[Tuple[str, str]] = None  # GLM: config attributes of a video's start and end
     since: Tuple[int, int] = (4, 45)  # the first transformers release whose get_rope_index follows rule
-    fused: bool = False           # rotation="fused" checked against the release's rotary (test_hf_models.py)
+    # rotation="fused" checked against the release's rotation (test_hf_models.py, test_hf_families.py):
+    # its table's layout is the rule's (Qwen3-VL's interleaved, the others chunked). Not GLM's
+    # (it rotates interleaved pairs), Qwen3.5's (linear-attention layers have no q/k to rotate) or
+    # Cohere Compass' (a rope type per layer type).
+    fused: bool = False
 
     @property
     def qwen2_signature(self) -> bool:
@@ -81,14 +85,14 @@ FAMILIES = {f.model_type: f for f in (
     Family("qwen2_vl", "Qwen2-VL", "qwen2_vl", fused=True),
     Family("qwen2_5_vl", "Qwen2.5-VL", "qwen2_5_vl", fused=True),
     Family("qwen3_vl", "Qwen3-VL", "qwen3_vl", fused=True),
-    Family("qwen3_vl_moe", "Qwen3-VL-MoE", "qwen3_vl"),
+    Family("qwen3_vl_moe", "Qwen3-VL-MoE", "qwen3_vl", fused=True),
     Family("qwen3_5", "Qwen3.5", "qwen3_vl"),
     Family("qwen3_5_moe", "Qwen3.5-MoE", "qwen3_vl"),
     Family("cohere_compass", "Cohere Compass", "qwen3_vl"),
-    Family("cosmos3_omni", "Cosmos3-Omni", "qwen3_vl"),
+    Family("cosmos3_omni", "Cosmos3-Omni", "qwen3_vl", fused=True),
     # Qwen2-VL's get_rope_index on the video grids split into frames: Qwen3-VL's rule.
-    Family("cosmos3_edge", "Cosmos3-Edge", "qwen3_vl"),
-    Family("paddleocr_vl", "PaddleOCR-VL", "qwen2_vl"),
+    Family("cosmos3_edge", "Cosmos3-Edge", "qwen3_vl", fused=True),
+    Family("paddleocr_vl", "PaddleOCR-VL", "qwen2_vl", fused=True),
     Family("glm4v", "GLM-4.1V", **_GLM),
     Family("glm4v_moe", "GLM-4.5V", **_GLM),
     Family("glm46v", "GLM-4.6V", **_GLM),

@@ -1061,7 +1061,9 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
       int64 [3, 1, T];
     - the concatenated grids, pixels and labels;
     - with flash_attention_kwargs, the cu_seq_lens_q/k and max_length_q/k of flash-attention's
-      varlen path (not run here: no flash-attention on a CPU)."""
+      varlen path (not run here: no flash-attention on a CPU). A hybrid model's linear-attention
+      layers (Qwen3.5) keep samples apart only with them, so pack refuses such a model without
+      flash_attention_kwargs=True."""
     switch = getattr(model, _ATTR, None)
     if switch is None:
         raise ValueError("circlerope.hf.pack needs a model switched by circlerope.hf.apply")
