@@ -225,3 +225,26 @@ def test_a_whole_model_compile_of_a_text_forward_has_no_graph_break():
     want = logits(model, inputs)
     compiled = torch.compile(model, fullgraph=True, backend="eager")
     torch.testing.assert_close(logits(compiled, inputs), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model_type", hf.families.supported())
+def test_every_family_saves_and_reloads_on_its_geometry_and_the_base_class_refuses_it(model_type, tmp_path):
+    """A switched model of each family, saved: model_type "<family>_circlerope", reopened by
+    AutoModelForImageTextToText on its geometry with the same logits; the family's own class
+    refuses the checkpoint instead of running it as M-RoPE."""
+    config = tiny_qwen.family_config(model_type, attn="eager")
+    torch.manual_seed(0)
+    model = transformers.AutoModelForImageTextToText.from_config(config).eval()
+    hf.apply(model, "circle", age="alternate")
+    inputs = dict(input_ids=torch.tensor([[5, 6, 7, 8, 9, 10]]))
+    want = logits(model, inputs)
+    model.save_pretrained(tmp_path)
+    with open(tmp_path / "config.json") as f:
+        assert json.load(f)["model_type"] == model_type + "_circlerope"
+    again = transformers.AutoModelForImageTextToText.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert hf.geometry(again)["age"] == hf.geometry(model)["age"]
+    torch.testing.assert_close(logits(again, inputs), want, rtol=0, atol=0)
+    # A ValueError from the rotary (Cosmos3-Edge's config validation refuses the rope type before:
+    # huggingface_hub's StrictDataclassClassValidationError, which names it too)
+    with pytest.raises(Exception, match="circlerope"):
+        type(model).from_pretrained(tmp_path)

@@ -45,10 +45,11 @@ from .model import CONFIG_KEY, apply, from_pretrained, geometry, pack, restore
 from .official import from_official_config, to_official_config
 from .rotation import apply_multimodal_rotary_pos_emb, rotary_cos_sin
 from . import registry as _registry
+from .families import FAMILIES as _FAMILIES
 
 # Checkpoints saved from switched models have their own model types ("qwen2_5_vl_circlerope"):
 # registered with transformers' Auto classes here (circlerope.hf.registry), where transformers is.
-_registry.register(apply)
+_registry.register(apply, tuple(_FAMILIES))
 
 __all__ = ["COMPAT_MODES", "compat_for_version", "installed_compat", "rope_index_fn", "rotary_config",
            "rotary_cos_sin", "apply_multimodal_rotary_pos_emb", "apply", "restore", "geometry", "pack",

@@ -35,6 +35,7 @@ release without the base type registers nothing for it.
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from typing import Optional
 
@@ -62,11 +63,20 @@ def base_type(model_type) -> Optional[str]:
 # ---------------------------------------------------------------- rope dict ---
 
 def _rope_dicts(config_dict: dict):
-    """The rope dicts of a config's dict: its own and its text_config's."""
+    """(holder, key) of each rope dict of a config's dict: its own and its text_config's, and
+    inside one kept per layer type ({"full_attention": {...}, ...}) each layer type's."""
     for holder in (config_dict, config_dict.get("text_config")):
         if isinstance(holder, dict):
             for key in _ROPE_DICTS:
-                if isinstance(holder.get(key), dict):
+                rope = holder.get(key)
+                if not isinstance(rope, dict):
+                    continue
+                nested = [k for k, v in rope.items() if isinstance(v, dict) and k != BASE_KEY]
+                if nested and not ({"rope_type", "type"} & set(rope)):
+                    rope = holder[key] = dict(rope)
+                    for k in nested:
+                        yield rope, k
+                else:
                     yield holder, key
 
 
@@ -179,13 +189,10 @@ def _make_config_class(base_config, base: str):
 
 
 def _make_model_class(base_model, circlerope_config):
-    name = base_model.__name__
-    for prefix in ("Qwen2_5_VL", "Qwen2VL", "Qwen3VL"):
-        if name.startswith(prefix):
-            name = prefix + "CircleRope" + name[len(prefix):]
-            break
-    else:
-        name = "CircleRope" + name
+    # Qwen2_5_VLForConditionalGeneration -> Qwen2_5_VLCircleRopeForConditionalGeneration,
+    # Glm4vModel -> Glm4vCircleRopeModel
+    found = re.match(r"(.*?)(For\w+|Model)$", base_model.__name__)
+    name = found.group(1) + "CircleRope" + found.group(2) if found else base_model.__name__ + "CircleRope"
 
     class Model(base_model):
         config_class = circlerope_config
@@ -248,7 +255,10 @@ def _register_models(base: str) -> None:
             target = auto._model_mapping[base_config]
         except Exception:  # noqa: BLE001 (a mapping whose module this release cannot import)
             continue
-        if isinstance(target, (list, tuple)) or not isinstance(target, type):
+        # Only the classes built from the whole config (an Auto class may map it to a text-only
+        # class of the text config: a causal LM of Qwen3.5).
+        if isinstance(target, (list, tuple)) or not isinstance(target, type) \
+                or getattr(target, "config_class", None) is not base_config:
             continue
         auto.register(config_class, model_class(target), exist_ok=True)
 
@@ -260,6 +270,8 @@ def model_class(base_model):
         return base_model
     if base_model not in _MODELS:
         base = getattr(getattr(base_model, "config_class", None), "model_type", None)
+        if base not in _CONFIGS and isinstance(base, str) and base:
+            config_class(base, base_model.config_class)
         if base not in _CONFIGS:
             raise ValueError(f"{base_model.__name__}: no circlerope model type is registered for its model type "
                              f"{base!r}")
@@ -267,13 +279,16 @@ def model_class(base_model):
     return _MODELS[base_model]
 
 
-def config_class(base: str):
-    """The circlerope config class of a base model type, registered with AutoConfig on first use."""
+def config_class(base: str, base_config=None):
+    """The circlerope config class of a base model type (a subclass of base_config, by default
+    the class AutoConfig maps the type to), registered with AutoConfig on first use."""
     if base not in _CONFIGS:
         from transformers import AutoConfig  # noqa: PLC0415
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: PLC0415
 
-        cls = _make_config_class(CONFIG_MAPPING[base], base)
+        if base_config is None:
+            base_config = CONFIG_MAPPING[base]
+        cls = _make_config_class(base_config, base)
         AutoConfig.register(cls.model_type, cls, exist_ok=True)
         _copy_conversions(base, cls.model_type)
         _CONFIGS[base] = cls
@@ -309,10 +324,9 @@ def mark_config(switch_undo: list, config) -> None:
     writes the circlerope model type), undone by restore() through switch_undo."""
     base = getattr(type(config), "circlerope_base_class", type(config))
     model_type = getattr(base, "model_type", None)
-    try:
-        cls = config_class(model_type)
-    except (ImportError, KeyError):
-        return  # not a type transformers registers: nothing to load it by
+    if not isinstance(model_type, str) or not model_type:
+        return  # a config without a type of its own (no save_pretrained to mark)
+    cls = config_class(model_type, base)
     switch_undo.append((config, "__class__", True, type(config)))
     object.__setattr__(config, "__class__", cls)
 
