@@ -19,6 +19,8 @@ missing, as under scripts/hf_matrix.sh's older releases.
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -136,6 +138,28 @@ def test_trainer_with_gradient_checkpointing_and_pack_then_save_and_reload_every
     again = reopened[1]
     hf.restore(again)
     assert type(again.config) is transformers.Qwen2_5_VLConfig and again.config.model_type == "qwen2_5_vl"
+
+
+def test_without_circlerope_the_loaders_refuse_the_checkpoint_naming_it(trained):
+    """In a process that never imports circlerope: AutoConfig / AutoModelForImageTextToText do not
+    know the model type and say so, naming it; the base class cannot build its rotary for the rope
+    type "circlerope"."""
+    _, path, _ = trained
+    script = (
+        "import sys, transformers\n"
+        "for load in (transformers.AutoModelForImageTextToText.from_pretrained,\n"
+        "             transformers.Qwen2_5_VLForConditionalGeneration.from_pretrained):\n"
+        "    try:\n"
+        "        load(sys.argv[1])\n"
+        "        print('LOADED')\n"
+        "    except Exception as e:\n"
+        "        print(type(e).__name__, str(e).replace(chr(10), ' ')[:200])\n"
+        "assert 'circlerope' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    auto, plain = done.stdout.strip().splitlines()[-2:]
+    assert "qwen2_5_vl_circlerope" in auto and not auto.startswith("LOADED"), auto
+    assert plain.startswith("KeyError") and "circlerope" in plain, plain
 
 
 def test_peft_lora_trains_saves_reloads_with_its_geometry_and_merges(trained, tmp_path):

@@ -26,10 +26,13 @@ How it loads:
   circlerope imported; with it imported, a ValueError saying which class or function to load it
   with). circlerope.hf.from_pretrained(Qwen2_5_VLForConditionalGeneration, path) loads such a
   checkpoint through the subclass.
-Other engines that read the rope dict (a serving engine) refuse the unknown rope type the same way.
+An engine that reads the rope dict and does not know the rope type "circlerope" cannot take it
+for M-RoPE either (no serving engine is tested here).
 
-Registration takes transformers' configuration modules (not its modeling modules) at import; a
-release without the base type registers nothing for it.
+Registration imports transformers' configuration modules of the registered types (not their
+modeling modules) at `import circlerope.hf`; a release without a base type registers nothing for
+it. apply() makes the circlerope config class of any other model it switches when it switches
+one, so every switched model saves its circlerope type.
 """
 
 from __future__ import annotations
