@@ -113,11 +113,13 @@ def _fields(config_class) -> set:
     return names | set(inspect.signature(config_class.__init__).parameters)
 
 
-def family_config(model_type: str, *, layers: int = 2, sections=(2, 3, 3), theta: float = 1e4, attn: str = None):
+def family_config(model_type: str, *, layers: int = 2, sections=(2, 3, 3), theta: float = 1e4, attn: str = None,
+                  layer_types: list = None):
     """A tiny random config of any family circlerope.hf switches (model_type), built from that
-    family's own config class: a text model of `layers` layers (4 for a hybrid, below) of width 64 (4 heads of 16,
-    M-RoPE `sections` over the rotary half, `theta`), a one-layer vision tower of 2-pixel patches
-    merged 2 x 2, the ids of FAMILY_TOKENS (GLM_TOKENS for GLM), bos 1, eos 2, pad 0."""
+    family's own config class: a text model of `layers` layers (4 for a hybrid, below, or
+    `layer_types` as given) of width 64 (4 heads of 16, M-RoPE `sections` over the rotary half,
+    `theta`), a one-layer vision tower of 2-pixel patches merged 2 x 2, the ids of FAMILY_TOKENS
+    (GLM_TOKENS for GLM), bos 1, eos 2, pad 0."""
     import transformers  # noqa: PLC0415
 
     config_class = transformers.CONFIG_MAPPING[model_type]
@@ -137,6 +139,8 @@ def family_config(model_type: str, *, layers: int = 2, sections=(2, 3, 3), theta
         text.update(num_hidden_layers=4, layer_types=[kinds[0], kinds[1], kinds[1], kinds[0]])
     elif kinds:
         text["layer_types"] = kinds[:1] * layers
+    if layer_types is not None:  # as given (a hybrid's real order)
+        text.update(num_hidden_layers=len(layer_types), layer_types=list(layer_types))
     params = dict(getattr(default.text_config, "rope_parameters", None) or {})
     rope = {"rope_type": "default", "rope_theta": theta, "mrope_section": list(sections)}
     partial = params.get("partial_rotary_factor")

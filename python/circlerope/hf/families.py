@@ -27,11 +27,13 @@ Resolved.core_ids rewrites the image tokens inside a video span to video_token_i
 core reads them, which makes the core's image/video split the processor's.
 
 A family is covered where the installed transformers' get_rope_index follows its rule
-(Family.since: GLM's follows Qwen3-VL's from 5.3, with mm_token_type_ids; before, GLM's own
-reading of video spans). python/tests/test_hf_families.py checks, for every covered family the
-installed release has, that its M-RoPE positions equal the family's own get_rope_index (values
-and dtypes), that switched M-RoPE gives the unswitched logits bit for bit, and that Circle-RoPE
-and AGE run forward, backward and a cached generate() equal to a full recompute.
+(Family.since: GLM's follows Qwen3-VL's from 5.3, with mm_token_type_ids; before, GLM has a
+get_rope_index of its own, which finds video frames between the span's tokens itself and was not
+compared against, so it is refused there). python/tests/test_hf_families.py checks, for every
+covered family the installed release has, that its M-RoPE positions equal the family's own
+get_rope_index (values and dtypes), that switched M-RoPE gives the unswitched logits bit for bit,
+and that Circle-RoPE and AGE run forward, backward, pack and a cached generate() equal to a full
+recompute.
 """
 
 from __future__ import annotations
@@ -172,7 +174,8 @@ def family(config) -> Family:
     """The Family of a transformers config (or a dict with model_type), or a ValueError naming
     what circlerope.hf switches and why this model type is not among them."""
     model_type = _get(config, "model_type")
-    if isinstance(model_type, str) and model_type.endswith(SAVED_SUFFIX) and model_type[:-len(SAVED_SUFFIX)] in FAMILIES:
+    saved = isinstance(model_type, str) and model_type.endswith(SAVED_SUFFIX)
+    if saved and model_type[:-len(SAVED_SUFFIX)] in FAMILIES:
         model_type = model_type[:-len(SAVED_SUFFIX)]  # a checkpoint saved from a switched model
     release = _release()
     where = f"config.model_type {shown(model_type)}"
@@ -181,9 +184,10 @@ def family(config) -> Family:
         if release is None or release >= found.since:
             return found
         import transformers  # noqa: PLC0415 (found above)
-        raise ValueError(f"{where}: under transformers {transformers.__version__} {found.name}'s get_rope_index is "
-                         f"its own (Qwen3-VL's rule from transformers {found.since[0]}.{found.since[1]} on); "
-                         f"circlerope.hf switches {_supported_text()}")
+        own = f"{found.name}'s get_rope_index is its own" if _known(model_type) else f"there is no {found.name}"
+        raise ValueError(f"{where}: under transformers {transformers.__version__} {own} (Qwen3-VL's rule from "
+                         f"transformers {found.since[0]}.{found.since[1]} on); circlerope.hf switches "
+                         f"{_supported_text()}")
     if isinstance(model_type, str) and model_type in REFUSED:
         raise ValueError(f"{where}: circlerope.hf does not switch it: {REFUSED[model_type]}; it switches "
                          f"{_supported_text()}")
@@ -250,7 +254,12 @@ def vision_config(config, found: Optional[Family] = None) -> VisionConfig:
     fields = {"model_type": "qwen2_vl" if found.rule == "qwen2_vl" else found.model_type,
               "vision_start_token_id": start, "image_token_id": _get(config, "image_token_id"),
               "video_token_id": _get(config, "video_token_id"), "vision_config": _get(config, "vision_config")}
-    return VisionConfig.from_hf_config(fields)
+    vision = VisionConfig.from_hf_config(fields)
+    if found.frames_are_blocks:
+        # Every block is one frame (t = 1), so video time never moves a position. Not Qwen2-VL's
+        # "index": that also clamps 5.2's deltas at 0, which its Qwen2-VL does and its Qwen3-VL not.
+        vision = dataclasses.replace(vision, time="seconds")
+    return vision
 
 
 def linear_attention_layers(config) -> list:
@@ -259,6 +268,22 @@ def linear_attention_layers(config) -> list:
     text = _get(config, "text_config") or config
     kinds = _get(text, "layer_types") or []
     return [i for i, kind in enumerate(kinds) if kind == "linear_attention"]
+
+
+def check_plan_reaches_attention(config, per_layer: list) -> None:
+    """Refuses a plan (a scheme per layer) that gives a geometry to linear-attention layers only
+    (which take no positions): AGE's "alternate" on Qwen3.5, whose attention layers are the 4th,
+    8th, ... (odd indices), would leave every attention layer on M-RoPE and Circle-RoPE nowhere."""
+    linear = set(linear_attention_layers(config))
+    if not linear:
+        return
+    reached = {scheme for i, scheme in enumerate(per_layer) if i not in linear}
+    missed = [scheme for scheme in dict.fromkeys(per_layer) if scheme not in reached]
+    if missed:
+        attention = [i for i in range(len(per_layer)) if i not in linear]
+        raise ValueError(f"this plan puts {', '.join(missed)} on linear-attention layers only, which take no "
+                         f"positions; the attention layers are {attention[:8]}{' ...' if len(attention) > 8 else ''}: "
+                         "give them each geometry with a pattern (age='MMMCMMMM' * 4 alternates a 32-layer Qwen3.5's)")
 
 
 def split_frames(video_grid_thw):

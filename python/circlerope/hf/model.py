@@ -937,6 +937,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
                 f"scheme {shown(scheme)} (expected one of {', '.join(_SCHEMES)})")
         per_layer = [scheme] * layers
     schemes = tuple(dict.fromkeys(per_layer))
+    families.check_plan_reaches_attention(config, per_layer)
     if official_decode and "circle" not in schemes:
         raise ValueError("official_decode=True puts every layer on Circle-RoPE while decoding, but no layer uses it")
     if circle is not None and not isinstance(circle, CircleConfig):
@@ -1072,7 +1073,8 @@ def pack(model, samples, *, flash_attention_kwargs: bool = False) -> dict:
     if linear and not flash_attention_kwargs:
         raise ValueError(f"circlerope.hf.pack: layers {linear} of this model are linear attention, whose state runs "
                          "from one packed sample into the next unless it gets the cu_seq_lens kwargs: pass "
-                         "flash_attention_kwargs=True (transformers then needs flash-linear-attention)")
+                         "flash_attention_kwargs=True (with flash-linear-attention installed: transformers' "
+                         "fallback mixes the samples or refuses)")
     import transformers  # noqa: PLC0415
 
     v5 = int(transformers.__version__.split(".")[0]) >= 5
