@@ -592,10 +592,12 @@ class _OuterForward(_StandIn):
             positions = (following[:, :, None] + step).unsqueeze(1).expand(-1, 3, -1, -1)
             decoding = True
         switch.call = _Call(positions, decoding)
-        try:
-            return self.original(*bound.args, **bound.kwargs)
-        finally:
-            switch.call = None
+        # No try/finally: torch.compile cannot resume a frame inside one after a graph break in
+        # the wrapped forward (transformers' vision tower has many), so it would split here too.
+        # A forward that raises leaves its call set until the next forward replaces it.
+        out = self.original(*bound.args, **bound.kwargs)
+        switch.call = None
+        return out
 
 
 def _fused_pair(fused: _FusedRotation, x: Tensor, positions: Tensor):
