@@ -273,7 +273,7 @@ def rope_index_fn(config, scheme: str = "circle", circle: Optional[CircleConfig]
     fractional (circlerope.get_rope_index itself always returns float32).
     """
     compat = release_compat(compat)
-    resolved = families.resolve(config)  # refuses a model type circlerope.hf does not switch
+    resolved = families.resolve(config, compat)  # refuses a model type circlerope.hf does not switch
     vision, split = resolved.vision, resolved.family.frames_are_blocks
     scheme = text(scheme, "scheme")
     circle = instance(circle, CircleConfig, "circle")

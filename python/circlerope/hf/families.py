@@ -46,6 +46,7 @@ import torch
 
 from .._checks import shown
 from ..config import VisionConfig
+from ..positions import compat_mode
 
 Tensor = torch.Tensor
 
@@ -229,10 +230,11 @@ class Resolved:
         return types
 
 
-def resolve(config) -> Resolved:
-    """The Family of a config (family(config)) with its token ids."""
+def resolve(config, compat: Optional[str] = None) -> Resolved:
+    """The Family of a config (family(config)) with its token ids, for compat mode `compat` (a
+    release's, as circlerope.hf reads it)."""
     found = family(config)
-    vision = vision_config(config, found)
+    vision = vision_config(config, found, compat)
     span = None
     if found.video_span is not None:
         span = tuple(_get(config, name) for name in found.video_span)
@@ -242,11 +244,12 @@ def resolve(config) -> Resolved:
     return Resolved(found, vision, span)
 
 
-def vision_config(config, found: Optional[Family] = None) -> VisionConfig:
+def vision_config(config, found: Optional[Family] = None, compat: Optional[str] = None) -> VisionConfig:
     """The VisionConfig of a family's config: its block start token as vision_start_token_id
     (GLM: image_start_token_id), image and video token ids, spatial_merge_size and
     tokens_per_second of its vision_config; video time in frames ("index") for the Qwen2-VL
-    rule, as VisionConfig.from_hf_config reads it otherwise."""
+    rule, for Qwen3-VL's as its `compat` mode's Qwen3-VL places blocks (below), and as
+    VisionConfig.from_hf_config reads it otherwise."""
     found = family(config) if found is None else found
     start = _get(config, found.block_start)
     if start is None:
@@ -256,9 +259,13 @@ def vision_config(config, found: Optional[Family] = None) -> VisionConfig:
               "video_token_id": _get(config, "video_token_id"), "vision_config": _get(config, "vision_config")}
     vision = VisionConfig.from_hf_config(fields)
     if found.frames_are_blocks:
-        # Every block is one frame (t = 1), so video time never moves a position. Not Qwen2-VL's
-        # "index": that also clamps 5.2's deltas at 0, which its Qwen2-VL does and its Qwen3-VL not.
-        vision = dataclasses.replace(vision, time="seconds")
+        # Qwen2-VL's rule on blocks of one frame (t = 1), whose time never moves a position,
+        # except in two quirks the core ties to the time mode: hf-5.3-5.5.4 multiply a block's
+        # start by the interval of "seconds" (Qwen3-VL's code takes Qwen2-VL's interval, 1:
+        # "index"), and hf-5.2 clamps the deltas of "index" at 0 (its Qwen2-VL does, its Qwen3-VL
+        # not: "seconds").
+        seconds = compat is not None and compat_mode(compat) == "hf-5.2"
+        vision = dataclasses.replace(vision, time="seconds" if seconds else "index")
     return vision
 
 

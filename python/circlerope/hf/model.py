@@ -915,7 +915,7 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     holder, text = _parts(model)
     _check_not_switched(model, holder, text)
     config = model.config
-    family = families.resolve(config)
+    family = families.resolve(config, compat)
     # Qwen3-VL's get_rope_index has Qwen2-VL's signature (no second_per_grid_ts).
     qwen2_signature = family.family.qwen2_signature
     _check_compat_fits(holder, compat, qwen2_signature)
