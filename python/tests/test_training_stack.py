@@ -125,6 +125,9 @@ def test_trainer_with_gradient_checkpointing_and_pack_then_save_and_reload_every
         again.eval()
         assert type(again).__name__ == "Qwen2_5_VLCircleRopeForConditionalGeneration"
         assert hf.geometry(again)["age"] == "CM"
+        # Only the saved JSON has the circlerope type: the live config keeps its own, which
+        # the model's code, PEFT's default target modules and kernels patching by type read.
+        assert again.config.model_type == "qwen2_5_vl" and again.config.to_dict()["model_type"] == "qwen2_5_vl"
         torch.testing.assert_close(logits(again, inputs), want, rtol=0, atol=0)
     base = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").eval()
     assert hf.geometry(base)["age"] == "CM"

@@ -1,8 +1,10 @@
 """circlerope.hf.registry: a checkpoint saved from a switched model names its geometry in its
 model type, so that no loader runs it as M-RoPE without saying so.
 
-What save_pretrained of a switched model writes (apply() gives the model's config the class
-below; restore() gives the config its own class back):
+What save_pretrained of a switched model writes (apply() gives the model's config a subclass of
+its class, "<Base>SwitchedConfig", whose JSON says so; restore() gives the config its own class
+back). The live config keeps its model_type: the model's code, PEFT's default target modules and
+kernels that patch models by type read it.
 - config.json's model_type is the base type with "_circlerope" appended ("qwen2_5_vl" becomes
   "qwen2_5_vl_circlerope"), and config.circlerope holds the geometry (apply() writes it);
 - the text model's rope dict (rope_parameters, or rope_scaling before transformers 5.0) has
@@ -40,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import threading
 from typing import Optional
 
 SUFFIX = "_circlerope"
@@ -49,7 +52,8 @@ BASE_KEY = "circlerope_base"
 _ROPE_DICTS = ("rope_parameters", "rope_scaling")
 _BASES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
-_CONFIGS: dict = {}   # base model_type -> its circlerope config class
+_CONFIGS: dict = {}   # base model_type -> its circlerope config class (a saved config's)
+_SWITCHED: dict = {}  # base model_type -> the config class of a switched model
 _MODELS: dict = {}    # base model class -> its circlerope subclass
 _MODELS_DONE: set = set()  # base model types whose model classes are registered
 _SWITCH = None        # circlerope.hf.apply, handed over by register() (model.py imports this module)
@@ -164,9 +168,22 @@ def torch_cpu():
     return torch.device("cpu")
 
 
+def _stem(base_config) -> str:
+    name = base_config.__name__
+    return name[:-len("Config")] if name.endswith("Config") else name
+
+
+def _named(cls, name: str, doc: str):
+    cls.__name__ = cls.__qualname__ = name
+    cls.__module__ = __name__
+    cls.__doc__ = doc
+    setattr(sys.modules[__name__], name, cls)  # importable by name (pickle)
+    return cls
+
+
 def _make_config_class(base_config, base: str):
-    name = base_config.__name__[:-len("Config")] + "CircleRopeConfig" if base_config.__name__.endswith("Config") \
-        else base_config.__name__ + "CircleRope"
+    """The class AutoConfig builds a saved circlerope config.json with (model_type
+    "<base>_circlerope"): the rope dict put back as it was, the model classes registered."""
 
     class Config(base_config):
         model_type = base + SUFFIX
@@ -177,18 +194,41 @@ def _make_config_class(base_config, base: str):
             kwargs.pop("model_type", None)  # the class's (a saved config.json's would shadow it)
             super().__init__(*args, **_unmarked(kwargs))
 
+    return _named(Config, _stem(base_config) + "CircleRopeConfig",
+                  f"{base_config.__name__} of a saved circlerope checkpoint (model_type {base + SUFFIX!r}): "
+                  "circlerope.hf.registry says what it saves and loads.")
+
+
+_SERIALIZING = threading.local()  # ids of the switched configs being written as JSON
+
+
+def _make_switched_class(base_config, base: str):
+    """The class apply() gives a switched model's config: its own model_type (what the model's
+    code, PEFT's target modules, kernels patching by type read), its JSON the circlerope type."""
+
+    class Switched(base_config):
+        circlerope_base_class = base_config
+
+        def to_json_string(self, use_diff: bool = True) -> str:
+            ids = getattr(_SERIALIZING, "ids", None)
+            if ids is None:
+                ids = _SERIALIZING.ids = set()
+            ids.add(id(self))
+            try:
+                return super().to_json_string(use_diff)
+            finally:
+                ids.discard(id(self))
+
         def to_dict(self):
             out = super().to_dict()
-            if getattr(self, "circlerope", None) is not None:
+            if id(self) in getattr(_SERIALIZING, "ids", ()) and getattr(self, "circlerope", None) is not None:
+                out["model_type"] = base + SUFFIX
                 _mark(out)
             return out
 
-    Config.__name__ = Config.__qualname__ = name
-    Config.__module__ = __name__
-    Config.__doc__ = (f"{base_config.__name__} of a model switched by circlerope.hf (model_type {base + SUFFIX!r}): "
-                      "circlerope.hf.registry says what it saves and loads.")
-    setattr(sys.modules[__name__], name, Config)  # importable by name (pickle)
-    return Config
+    return _named(Switched, _stem(base_config) + "SwitchedConfig",
+                  f"{base_config.__name__} of a model switched by circlerope.hf: written as model_type "
+                  f"{base + SUFFIX!r} (circlerope.hf.registry).")
 
 
 def _make_model_class(base_model, circlerope_config):
@@ -329,7 +369,10 @@ def mark_config(switch_undo: list, config) -> None:
     model_type = getattr(base, "model_type", None)
     if not isinstance(model_type, str) or not model_type:
         return  # a config without a type of its own (no save_pretrained to mark)
-    cls = config_class(model_type, base)
+    config_class(model_type, base)  # its checkpoints load by type from now on
+    if model_type not in _SWITCHED:
+        _SWITCHED[model_type] = _make_switched_class(base, model_type)
+    cls = _SWITCHED[model_type]
     switch_undo.append((config, "__class__", True, type(config)))
     object.__setattr__(config, "__class__", cls)
 
