@@ -368,6 +368,19 @@ def aggregate(results: List[dict]) -> dict:
     return agg
 
 
+def json_safe(x):
+    """x with every non-finite float (a paired t of ±inf when every seed's difference is the
+    same, a NaN metric) as None: JSON has no Infinity or NaN, and files.read_json refuses them,
+    so a results.json must not hold them to be read back (python -m tiny_vlm.report, merge)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
 def write(plan, results: List[dict], meta: dict, content: Optional[Dict[str, dict]] = None,
           plots: bool = True) -> List[str]:
     os.makedirs(plan.out, exist_ok=True)
@@ -380,7 +393,7 @@ def write(plan, results: List[dict], meta: dict, content: Optional[Dict[str, dic
     p = os.path.join(plan.out, "results.json")
     tmp = p + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
+        json.dump(json_safe(doc), f, separators=(",", ":"), allow_nan=False)
     os.replace(tmp, p)
     paths.append(p)
     p = os.path.join(plan.out, "results.md")

@@ -141,3 +141,15 @@ def test_v3_steps_to_threshold_beside_the_final_outcomes_by_hand():
     assert cells[:2] == ["circle", "50.0 ± 10.0"] and cells[4] == "-5.0 ± 0.0"
     # lookup 150 (2 of 3 runs), relation never (0/3: "> 300"), count 200 (3/3)
     assert cells[5:] == ["150 (2/3)", "> 300 (0/3)", "200 (3/3)"]
+
+
+def test_a_constant_difference_is_written_as_json():
+    """Every seed's difference the same: the paired t is ±inf (stats.paired), which JSON cannot
+    hold; results.json gets null there and reads back (files.read_json refuses Infinity)."""
+    import json
+    d = stats.paired([0.5, 0.5, 0.5])
+    assert d["t"] == float("inf") and d["p_t"] == 0.0
+    safe = report.json_safe({"contrasts": [d], "nan": float("nan"), "runs": [{"x": (1.0, -float("inf"))}]})
+    assert safe["contrasts"][0]["t"] is None and safe["contrasts"][0]["mean"] == 0.5
+    assert safe["nan"] is None and safe["runs"] == [{"x": [1.0, None]}]
+    json.dumps(safe, allow_nan=False)
