@@ -391,22 +391,11 @@ def _mask_2d(mask, input_ids: Tensor) -> Optional[Tensor]:
     return mask
 
 
-def _frames(video_grid_thw):
-    """Qwen3-VL separates a video's frames with timestamp tokens, each frame its own vision
-    block: a [t, h, w] grid is t grids [1, h, w] (as Qwen3-VL's get_rope_index splits it)."""
-    if video_grid_thw is None:
-        return None
-    grid = torch.as_tensor(video_grid_thw, dtype=torch.int64).reshape(-1, 3)
-    grid = grid.repeat_interleave(grid[:, 0], dim=0)
-    grid[:, 0] = 1
-    return grid
-
-
 def _positions(switch: _Switch, input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, mask):
     """Every geometry's positions [G, 3, B, S] (float32) and the next text position of each row
     [G, B]: the position of a text token appended to the prompt."""
     if switch.qwen3:
-        video_grid_thw, second_per_grid_ts = _frames(video_grid_thw), None
+        video_grid_thw, second_per_grid_ts = families.split_frames(video_grid_thw), None
     if switch.family is not None:
         input_ids = switch.family.core_ids(input_ids)
     b = input_ids.size(0)
@@ -719,8 +708,8 @@ class _RopeIndex(_StandIn):
             core_ids = input_ids if switch.family is None else switch.family.core_ids(input_ids)
             hf_compat.check_token_types(mm_token_type_ids, core_ids, attention_mask, switch.vision)
             result = hf_compat.transformers_dtypes(self.scheme, *get_rope_index(
-                core_ids, image_grid_thw, _frames(video_grid_thw), None, attention_mask, scheme=self.scheme,
-                circle=switch.circle, vision=switch.vision, compat=switch.compat))
+                core_ids, image_grid_thw, families.split_frames(video_grid_thw), None, attention_mask,
+                scheme=self.scheme, circle=switch.circle, vision=switch.vision, compat=switch.compat))
         else:
             result = self.primary(input_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, attention_mask,
                                   mm_token_type_ids)
@@ -948,7 +937,8 @@ def apply(model, scheme: Optional[str] = None, *, circle: Optional[CircleConfig]
     # grids split, below), so it takes its release's compat mode like the others.
     qwen3 = family.family.frames_are_blocks
     if rotation == "fused" and not family.family.fused:
-        raise ValueError(f"rotation='fused' is checked on {', '.join(t for t, f in families.FAMILIES.items() if f.fused)} "
+        fused = ", ".join(t for t, f in families.FAMILIES.items() if f.fused)
+        raise ValueError(f"rotation='fused' is checked on {fused} "
                          f"models, not on {family.family.name}'s rotary: use rotation='transformers'")
     if rotation == "fused":  # everything it needs is checked before the model is touched
         namespace, function = _rotation_site(text)
