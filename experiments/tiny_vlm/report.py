@@ -582,15 +582,19 @@ def _headline_lines(results: List[dict], agg: dict, arms: List[str]) -> List[str
         for kind in THRESHOLDS:
             if kind == "neighbour":
                 continue
-            st = agg[arm]["steps_to"].get(kind)
-            if not st or not st["runs"]:
-                cells.append("–")
-                continue
-            med = f"{st['median']:.0f}" if st["median"] is not None else f"> {st['steps']}"
-            cells.append(f"{med} ({st['reached']}/{st['runs']})")
+            cells.append(_steps_cell(agg[arm]["steps_to"].get(kind)))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
+
+
+def _steps_cell(st: Optional[dict]) -> str:
+    """A steps-to-threshold cell: the median step over the runs that reached it (> the budget when
+    none did), with reached / runs; a dash where no run has the curve."""
+    if not st or not st["runs"]:
+        return "–"
+    med = f"{st['median']:.0f}" if st["median"] is not None else f"> {st['steps']}"
+    return f"{med} ({st['reached']}/{st['runs']})"
 
 
 def _shift_lines(results: List[dict], arms: List[str]) -> List[str]:
@@ -632,12 +636,7 @@ def _steps_lines(agg: dict, arms: List[str]) -> List[str]:
     for arm in arms:
         cells = []
         for kind in THRESHOLDS:
-            st = agg[arm]["steps_to"].get(kind)
-            if not st or not st["runs"]:
-                cells.append("–")
-                continue
-            med = f"{st['median']:.0f}" if st["median"] is not None else f"> {st['steps']}"
-            cells.append(f"{med} ({st['reached']}/{st['runs']})")
+            cells.append(_steps_cell(agg[arm]["steps_to"].get(kind)))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
